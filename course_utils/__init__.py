@@ -1,0 +1,36 @@
+"""course_utils: the helpers every notebook of the course imports, one short module per topic.
+
+    devices   try_gpu, try_all_gpus, num_gpus: CPU or CUDA, whichever is there
+    models    d2l-style MLPScratch and MLP with any list of hidden sizes
+    graph     walk an autograd graph, report saved tensors, draw it with torchviz
+    checks    what test cells call: strict comparisons with diagnostic messages, finite differences
+    circuits  the circuit diagrams of lessons 01-02, static and interactive
+    grading   nbgrader driven as an instructor would, for tests and benchmarks
+    release   `python -m course_utils.release`: re-run solutions/, regenerate notebooks/
+
+Importing the package does nothing but import: call `setup(seed=...)` at the top of a notebook.
+"""
+
+__version__ = "0.1.0"
+
+
+def setup(seed: int = 0) -> None:
+    """Make a notebook repeatable and quiet: seed Python, NumPy and torch; filter noisy warnings.
+
+    Call once at the top of a notebook: `course_utils.setup(seed=0)`.
+    """
+    import random
+    import warnings
+
+    import numpy as np
+    import torch
+
+    if type(seed) is not int or seed < 0:
+        raise ValueError(f"seed must be a non-negative int, got {seed!r}")
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)  # seeds CUDA devices too
+    # Warnings go to stderr, and nbgrader scores a test cell with stderr output as failed.
+    # These are about the tooling, not the lesson: keep them out of learners' way.
+    warnings.filterwarnings("ignore", category=DeprecationWarning)
+    warnings.filterwarnings("ignore", category=FutureWarning)

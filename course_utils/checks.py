@@ -1,0 +1,221 @@
+"""What the notebooks' test cells call: strict comparisons that name the likely mistake.
+
+Every check looks at the exact type first (a learner's object must not be able to fake
+equality: a float subclass or a tensor subclass with a clever __eq__ is rejected), then the
+shape, then the values. A wrong value fails with an AssertionError whose message says what came,
+what was expected, and, where the two are related in a telling way, what the mistake probably
+was: a flipped sign, a factor of k, a transpose, or one of the exercise's own known mistakes
+passed in as `mistakes={"description": wrong_value}`.
+
+Also here: finite-difference gradients (`numerical_grad`), the reference the lessons compare
+autograd against.
+"""
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+
+import torch
+
+_FACTORS = (2, 3, 4, 5, 8, 10, 100, 1000)
+
+
+def _isclose(a: float, b: float, rtol: float, atol: float) -> bool:
+    return math.isclose(a, b, rel_tol=rtol, abs_tol=atol)
+
+
+def _type_hint(value) -> str:
+    """Why a value is not a plain Python number, in a learner's terms."""
+    if value is None:
+        return " (did the function forget to `return`?)"
+    if isinstance(value, torch.Tensor):
+        return " (a torch.Tensor: use .item() to get a Python float)"
+    if type(value).__module__ == "numpy":
+        return " (a NumPy value: wrap it in float(...))"
+    if isinstance(value, bool):
+        return " (a bool is not a number here)"
+    if isinstance(value, (int, float)):
+        return " (a subclass of a number: return a plain float)"
+    return ""
+
+
+def _require_number(value, what: str) -> float:
+    if type(value) not in (int, float):
+        raise AssertionError(f"{what} should be a Python float, got {type(value).__name__}{_type_hint(value)}")
+    if not math.isfinite(value):
+        raise AssertionError(f"{what} is {value}: an overflow, a division by zero, or a log of a non-positive number?")
+    return float(value)
+
+
+def relation(actual: float, expected: float, rtol: float = 1e-6, atol: float = 1e-9) -> str | None:
+    """How a wrong number relates to the right one, in words, or None when nothing stands out.
+
+    >>> relation(-3.0, 3.0)
+    'has the opposite sign'
+    >>> relation(12.0, 3.0)
+    'is exactly 4 times too large'
+    """
+    if expected != 0 and _isclose(actual, -expected, rtol, atol):
+        return "has the opposite sign"
+    if actual == 0 and expected != 0:
+        return "is 0"
+    if expected != 0 and actual != 0:
+        ratio = actual / expected
+        for k in _FACTORS:
+            if _isclose(ratio, k, rtol, 0.0):
+                return f"is exactly {k} times too large"
+            if _isclose(ratio, 1 / k, rtol, 0.0):
+                return f"is exactly {k} times too small"
+            if _isclose(ratio, -k, rtol, 0.0):
+                return f"has the opposite sign and is {k} times too large"
+    return None
+
+
+def _known_mistake(actual, mistakes: Mapping | None, same: Callable) -> str | None:
+    for description, wrong in (mistakes or {}).items():
+        if same(actual, wrong):
+            return description
+    return None
+
+
+def check_float(actual, expected: float, name: str, *, rtol: float = 1e-6, atol: float = 1e-9,
+                mistakes: Mapping[str, float] | None = None) -> None:
+    """Check that `actual` is a Python number close to `expected`.
+
+    Inputs:
+    - actual: what the learner's code returned
+    - expected: the right value (float)
+    - name: how to call the value in messages, e.g. "circuit_grads(-2, 5, -4)[0]"
+    - mistakes: {description: wrong value} for known mistakes of this exercise
+    """
+    value = _require_number(actual, name)
+    if _isclose(value, expected, rtol, atol):
+        return
+    msg = f"{name} is {value:.6g}, expected {expected:.6g}"
+    known = _known_mistake(value, mistakes, lambda a, w: _isclose(a, w, rtol, atol))
+    if known:
+        raise AssertionError(f"{msg}: {known}.")
+    why = relation(value, expected, rtol, atol)
+    raise AssertionError(f"{msg} (it {why})." if why else f"{msg}.")
+
+
+def check_floats(actual, expected: Sequence[float], name: str, *, labels: Sequence[str] | None = None,
+                 rtol: float = 1e-6, atol: float = 1e-9,
+                 mistakes: Mapping[str, Sequence[float]] | None = None) -> None:
+    """Check a tuple (or list) of Python numbers against `expected`, entry by entry.
+
+    Inputs:
+    - actual: a tuple or list of length len(expected)
+    - expected: the right values
+    - name: how to call the whole result in messages
+    - labels: a name for each entry, e.g. ("df/dx", "df/dy", "df/dz")
+    - mistakes: {description: wrong tuple} for known mistakes; checked before anything generic
+    """
+    n = len(expected)
+    labels = list(labels) if labels is not None else [f"{name}[{i}]" for i in range(n)]
+    if type(actual) not in (tuple, list):
+        raise AssertionError(f"{name} should be a tuple of {n} floats, got {type(actual).__name__}{_type_hint(actual)}")
+    if len(actual) != n:
+        raise AssertionError(f"{name} should have {n} entries ({', '.join(labels)}), got {len(actual)}")
+    values = [_require_number(v, label) for v, label in zip(actual, labels)]
+    wrong = [i for i in range(n) if not _isclose(values[i], expected[i], rtol, atol)]
+    if not wrong:
+        return
+    shown = ", ".join(f"{v:.6g}" for v in values)
+    want = ", ".join(f"{v:.6g}" for v in expected)
+    msg = f"{name} is ({shown}), expected ({want})"
+
+    def same(a, w):
+        return len(w) == n and all(_isclose(x, y, rtol, atol) for x, y in zip(a, w))
+
+    known = _known_mistake(values, mistakes, same)
+    if known:
+        raise AssertionError(f"{msg}: {known}.")
+    whys = [f"{labels[i]} {relation(values[i], expected[i], rtol, atol) or 'is wrong'}" for i in wrong]
+    raise AssertionError(f"{msg}: " + "; ".join(whys) + ".")
+
+
+def check_tensor(actual, expected: torch.Tensor, name: str, *, rtol: float = 1e-5, atol: float = 1e-8,
+                 mistakes: Mapping[str, torch.Tensor] | None = None) -> None:
+    """Check a tensor's exact type, shape, dtype and device, then its values.
+
+    Inputs:
+    - actual: what the learner's code returned; must be a plain torch.Tensor (not a subclass)
+    - expected: the right tensor, any shape
+    - mistakes: {description: wrong tensor} for known mistakes of this exercise
+    """
+    if not isinstance(expected, torch.Tensor):
+        raise TypeError(f"expected must be a torch.Tensor, got {type(expected).__name__}")
+    if type(actual) is not torch.Tensor:
+        hint = " (an nn.Parameter: return a plain tensor, e.g. p.detach())" if isinstance(actual, torch.nn.Parameter) else ""
+        raise AssertionError(f"{name} should be a torch.Tensor, got {type(actual).__name__}{hint}")
+    if actual.shape != expected.shape:
+        hint = ""
+        if actual.dim() == 2 and actual.shape == expected.shape[::-1]:
+            hint = ": transposed?"
+        elif actual.numel() == expected.numel():
+            hint = ": same number of elements, so a reshape or a missing/extra dimension?"
+        raise AssertionError(f"{name} has shape {tuple(actual.shape)}, expected {tuple(expected.shape)}{hint}")
+    if actual.dtype != expected.dtype:
+        raise AssertionError(f"{name} has dtype {actual.dtype}, expected {expected.dtype}")
+    if actual.device != expected.device:
+        raise AssertionError(f"{name} is on {actual.device}, expected {expected.device}")
+    a, e = actual.detach(), expected.detach()
+    if not torch.isfinite(a).all():
+        raise AssertionError(f"{name} contains nan or inf")
+    if torch.allclose(a, e, rtol=rtol, atol=atol):
+        return
+    err = (a - e).abs().max().item()
+    msg = f"{name} differs from the expected values (largest difference {err:.3g})"
+    for description, wrong in (mistakes or {}).items():
+        if wrong.shape == a.shape and torch.allclose(a, wrong.to(a.dtype), rtol=rtol, atol=atol):
+            raise AssertionError(f"{msg}: {description}.")
+    if a.dim() == 2 and a.shape[0] == a.shape[1] and torch.allclose(a, e.T, rtol=rtol, atol=atol):
+        raise AssertionError(f"{msg}: it equals the expected tensor transposed.")
+    if e.abs().sum() > 0:
+        # One scalar factor explains every entry? Then name it.
+        k = (a * e).sum().item() / (e * e).sum().item()
+        if torch.allclose(a, k * e, rtol=rtol, atol=atol):
+            why = relation(k, 1.0, rtol=1e-4)
+            if why:
+                raise AssertionError(f"{msg}: every entry {why}.")
+    raise AssertionError(msg + ".")
+
+
+def check_raises(exc_type: type[BaseException], fn: Callable, *args, name: str, **kwargs) -> None:
+    """Check that fn(*args, **kwargs) raises exc_type (or a subclass), e.g. ValueError for bad input."""
+    try:
+        fn(*args, **kwargs)
+    except exc_type:
+        return
+    except Exception as e:  # noqa: BLE001 - the message names what was raised instead
+        raise AssertionError(f"{name} raised {type(e).__name__}({e}), expected {exc_type.__name__}") from None
+    raise AssertionError(f"{name} returned normally, expected it to raise {exc_type.__name__}")
+
+
+def numerical_grad(f: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor, h: float = 1e-6) -> torch.Tensor:
+    """Central finite differences: grad[i] = (f(x + h e_i) - f(x - h e_i)) / 2h.
+
+    Inputs:
+    - f: maps a tensor shaped like x to a scalar (a 0-dim tensor or a Python number)
+    - x: float64 tensor of any shape (float32 round-off swamps the differences)
+    - h: the step
+    Returns: a float64 tensor of x's shape. x itself is left unchanged.
+    """
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
+    if x.dtype != torch.float64:
+        raise ValueError(f"x must be float64 for finite differences, got {x.dtype}: use x.double()")
+    if not (isinstance(h, float) and h > 0):
+        raise ValueError(f"h must be a positive float, got {h!r}")
+    xs = x.detach().clone()
+    flat = xs.view(-1)
+    grad = torch.zeros_like(flat)
+    for i in range(flat.numel()):
+        old = flat[i].item()
+        flat[i] = old + h
+        up = float(f(xs))
+        flat[i] = old - h
+        down = float(f(xs))
+        flat[i] = old
+        grad[i] = (up - down) / (2 * h)
+    return grad.view_as(x)

@@ -1,0 +1,127 @@
+"""nbgrader, driven the way an instructor drives it, for the course's tests and benchmarks.
+
+Everything goes through nbgrader's real command line (`nbgrader generate_assignment`,
+`autograde`, `generate_feedback`) and its real gradebook (`nbgrader.api.Gradebook`), in a
+scratch course directory that holds a copy of solutions/ and nbgrader_config.py, so a test never
+touches the course's own gradebook.
+
+    course = scratch_course(repo_root, tmp_path, ["01-circuits"])
+    submit(course, "alice", "01-circuits", solved(course, "01-circuits"))
+    autograde(course, "01-circuits")
+    scores(course, "01-circuits")          # {"alice": (10.0, 10.0)}
+"""
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+
+_MARKERS = re.compile(r"^\s*### (BEGIN|END) SOLUTION\s*$")
+
+
+def lessons(root: Path) -> list[str]:
+    """The lesson ids (nbgrader assignments) under root/solutions, e.g. ["01-circuits"]."""
+    found = sorted(p.name for p in (Path(root) / "solutions").iterdir() if re.fullmatch(r"\d\d-[a-z0-9-]+", p.name))
+    if not found:
+        raise ValueError(f"no lessons (folders named NN-topic) in {Path(root) / 'solutions'}")
+    return found
+
+
+def nbgrader(*args: str, cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess:
+    """Run `nbgrader ARGS` in cwd with this Python's environment; raise with its log on failure."""
+    env = dict(os.environ)
+    # nbgrader shells out to alembic, which lives next to this interpreter.
+    env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
+    env.pop("NBGRADER_EXECUTION", None)
+    proc = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=cwd, env=env, text=True,
+                          capture_output=True, timeout=timeout)
+    if proc.returncode != 0:
+        raise RuntimeError(f"nbgrader {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def scratch_course(root: Path, dest: Path, names: list[str] | None = None) -> Path:
+    """Copy the course's config and solutions into dest and release the given lessons there.
+
+    Returns dest, a course directory holding solutions/, notebooks/ (the releases) and gradebook.db.
+    """
+    root, dest = Path(root), Path(dest)
+    names = names or lessons(root)
+    dest.mkdir(parents=True, exist_ok=True)
+    shutil.copy(root / "nbgrader_config.py", dest)
+    for name in names:
+        src = root / "solutions" / name
+        if not src.is_dir():
+            raise ValueError(f"no lesson {name!r}: {src} does not exist")
+        shutil.copytree(src, dest / "solutions" / name, ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
+        nbgrader("generate_assignment", name, "--force", cwd=dest)
+    return dest
+
+
+def notebook_path(course: Path, folder: str, name: str) -> Path:
+    """course/folder/name/name.ipynb: one notebook per lesson, named like the lesson."""
+    return Path(course) / folder / name / f"{name}.ipynb"
+
+
+def solved(course: Path, name: str) -> nbformat.NotebookNode:
+    """The released notebook with every solution cell filled in as a learner who solved it would.
+
+    Each solution cell of the release gets the instructor's code with the
+    ### BEGIN/END SOLUTION lines removed; everything else stays as released.
+    """
+    release = nbformat.read(notebook_path(course, "notebooks", name), as_version=4)
+    source = nbformat.read(notebook_path(course, "solutions", name), as_version=4)
+    answers = {c.metadata["nbgrader"]["grade_id"]: c.source for c in source.cells
+               if c.metadata.get("nbgrader", {}).get("solution")}
+    for cell in release.cells:
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+        if cell.metadata.get("nbgrader", {}).get("solution") and grade_id in answers:
+            cell.source = "\n".join(line for line in answers[grade_id].splitlines() if not _MARKERS.match(line))
+    return release
+
+
+def untouched(course: Path, name: str) -> nbformat.NotebookNode:
+    """The released notebook exactly as a learner receives it."""
+    return nbformat.read(notebook_path(course, "notebooks", name), as_version=4)
+
+
+def replace_solution(nb: nbformat.NotebookNode, grade_id: str, old: str, new: str) -> nbformat.NotebookNode:
+    """A copy of nb with `old` replaced by `new` in the solution cell `grade_id` (a wrong answer)."""
+    nb = nbformat.from_dict(nb)
+    cells = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id]
+    if len(cells) != 1 or old not in cells[0].source:
+        raise ValueError(f"no solution cell {grade_id!r} containing {old!r}")
+    cells[0].source = cells[0].source.replace(old, new)
+    return nb
+
+
+def submit(course: Path, student: str, name: str, nb: nbformat.NotebookNode) -> Path:
+    """Place nb where `nbgrader autograde` looks for student's submission of lesson `name`."""
+    path = Path(course) / "submitted" / student / name / f"{name}.ipynb"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, path)
+    return path
+
+
+def autograde(course: Path, name: str) -> subprocess.CompletedProcess:
+    """`nbgrader autograde NAME --force` over every submission of the lesson."""
+    return nbgrader("autograde", name, "--force", cwd=course)
+
+
+def scores(course: Path, name: str) -> dict[str, tuple[float, float]]:
+    """{student: (score, max_score)} for lesson `name`, read from the course's gradebook."""
+    from nbgrader.api import Gradebook  # heavy import, only needed here
+
+    with Gradebook(f"sqlite:///{Path(course) / 'gradebook.db'}") as gb:
+        assignment = gb.find_assignment(name)
+        return {s.student.id: (s.score, s.max_score) for s in assignment.submissions}
+
+
+def feedback(course: Path, name: str) -> dict[str, str]:
+    """Run `nbgrader generate_feedback NAME --force`; {student: the feedback HTML}."""
+    nbgrader("generate_feedback", name, "--force", cwd=course)
+    return {p.parent.parent.name: p.read_text() for p in Path(course).glob(f"feedback/*/{name}/{name}.html")}

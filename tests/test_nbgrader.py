@@ -1,0 +1,106 @@
+"""The grading pipeline, end to end, through nbgrader's real CLI and gradebook.
+
+In a scratch course directory (a copy of solutions/ and nbgrader_config.py): the release made
+from solutions/ equals the committed notebooks/; a solved submission scores full marks with no
+stderr in graded cells; the untouched student notebook scores 0; each wrong answer in MUTANTS
+loses points and its feedback names the mistake.
+"""
+
+import html
+import json
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from course_utils import grading
+
+ROOT = Path(__file__).resolve().parent.parent
+LESSONS = grading.lessons(ROOT)
+
+# Per lesson: wrong answers a learner could plausibly write, as
+# (student id, solution cell, text in the solution, replacement, words the feedback must contain).
+MUTANTS = {
+    "01-circuits": [
+        ("mul_not_swapped", "l01_circuit_grads", "dfdq, dfdz = z, q", "dfdq, dfdz = q, z",
+         "the mul gate's inputs were not swapped"),
+        ("forward_difference", "l01_numerical_gradient", "(f(*up) - f(*down)) / (2 * h)", "(f(*up) - f(*inputs)) / h",
+         "this is the forward difference"),
+        ("max_to_smaller", "l01_gate_backward", "(upstream, 0.0) if a > b else (0.0, upstream)",
+         "(0.0, upstream) if a > b else (upstream, 0.0)", "the gradient went to the smaller input"),
+        ("no_factor_two", "l01_second_circuit", "dsum = 2.0 ", "dsum = 1.0 ", "the factor 2 of the last gate is missing"),
+    ],
+}
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def course(tmp_path_factory):
+    return grading.scratch_course(ROOT, tmp_path_factory.mktemp("course"))
+
+
+@pytest.fixture(scope="module")
+def graded(course):
+    """Submit, autograde and generate feedback once for every lesson; {lesson: (scores, feedback)}."""
+    out = {}
+    for name in LESSONS:
+        solved = grading.solved(course, name)
+        grading.submit(course, "solved", name, solved)
+        grading.submit(course, "untouched", name, grading.untouched(course, name))
+        for student, grade_id, old, new, _ in MUTANTS.get(name, []):
+            grading.submit(course, student, name, grading.replace_solution(solved, grade_id, old, new))
+        grading.autograde(course, name)
+        out[name] = (grading.scores(course, name), grading.feedback(course, name))
+    return out
+
+
+@pytest.mark.parametrize("name", LESSONS)
+def test_committed_release_matches_solutions(course, name):
+    made = json.loads(grading.notebook_path(course, "notebooks", name).read_text())
+    committed_path = grading.notebook_path(ROOT, "notebooks", name)
+    assert committed_path.exists(), f"{committed_path} is missing: run `bash course.sh release {name}`"
+    committed = json.loads(committed_path.read_text())
+    assert made == committed, f"notebooks/{name} is out of date with solutions/{name}: run `bash course.sh release {name}`"
+
+
+@pytest.mark.parametrize("name", LESSONS)
+def test_solution_scores_full_marks(graded, name):
+    scores, _ = graded[name]
+    score, total = scores["solved"]
+    assert total > 0
+    assert score == total, f"the solved notebook of {name} scored {score}/{total}"
+
+
+@pytest.mark.parametrize("name", LESSONS)
+def test_graded_cells_of_the_solution_write_nothing_to_stderr(graded, course, name):
+    nb = nbformat.read(course / "autograded" / "solved" / name / f"{name}.ipynb", as_version=4)
+    for cell in nb.cells:
+        if cell.metadata.get("nbgrader", {}).get("grade"):
+            for out in cell.get("outputs", []):
+                assert not (out.output_type == "stream" and out.name == "stderr"), \
+                    f"graded cell {cell.metadata.nbgrader.grade_id} wrote to stderr: {out.text[:300]}"
+                assert out.output_type != "error", f"graded cell {cell.metadata.nbgrader.grade_id} raised {out.ename}"
+
+
+@pytest.mark.parametrize("name", LESSONS)
+def test_untouched_student_notebook_scores_zero(graded, name):
+    scores, feedback = graded[name]
+    assert scores["untouched"][0] == 0
+    assert "Exercise not attempted yet" in feedback["untouched"]
+
+
+@pytest.mark.parametrize("name", LESSONS)
+def test_every_lesson_has_mutants(name):
+    assert len(MUTANTS.get(name, [])) >= 2, f"add wrong-answer mutants for {name} to MUTANTS"
+
+
+@pytest.mark.parametrize("name, mutant", [(n, m) for n in LESSONS for m in MUTANTS.get(n, [])],
+                         ids=lambda v: v[0] if isinstance(v, tuple) else v)
+def test_wrong_answer_loses_points_and_feedback_names_the_mistake(graded, name, mutant):
+    student, grade_id, _, _, words = mutant
+    scores, feedback = graded[name]
+    score, total = scores[student]
+    assert score < total, f"{student}: a wrong {grade_id} still scored {score}/{total}"
+    assert score > 0, f"{student}: one wrong exercise should not zero the other exercises ({score}/{total})"
+    assert words in html.unescape(feedback[student]), f"{student}: the feedback does not say {words!r}"
