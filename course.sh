@@ -50,7 +50,9 @@ setup() { ensure_dot; ensure_venv; }
 cmd=${1:-help}; shift || true
 case "$cmd" in
   setup)   setup ;;
-  lab)     setup; exec jupyter lab --ServerApp.root_dir="$ROOT/notebooks" "$@" ;;
+  lab)     setup
+           root_flag=(); [ "$(id -u)" = 0 ] && root_flag=(--allow-root)  # containers often run as root
+           exec jupyter lab --ServerApp.root_dir="$ROOT/notebooks" "${root_flag[@]}" "$@" ;;
   test)    setup; exec python -m pytest "$@" ;;
   release) setup; exec python -m course_utils.release "$@" ;;
   bench)   setup; exec python benchmarks/notebook_times.py "$@" ;;

@@ -2,8 +2,8 @@
 
 In a scratch course directory (a copy of solutions/ and nbgrader_config.py): the release made
 from solutions/ equals the committed notebooks/; a solved submission scores full marks with no
-stderr in graded cells; the untouched student notebook scores 0; each wrong answer in MUTANTS
-loses points and its feedback names the mistake.
+stderr in graded cells; the untouched student notebook scores 0; each wrong answer in tests/mutants/
+loses points and its feedback names the mistake (tests/mutants/LESSON.json).
 """
 
 import html
@@ -18,19 +18,16 @@ from course_utils import grading
 ROOT = Path(__file__).resolve().parent.parent
 LESSONS = grading.lessons(ROOT)
 
-# Per lesson: wrong answers a learner could plausibly write, as
-# (student id, solution cell, text in the solution, replacement, words the feedback must contain).
-MUTANTS = {
-    "01-circuits": [
-        ("mul_not_swapped", "l01_circuit_grads", "dfdq, dfdz = z, q", "dfdq, dfdz = q, z",
-         "the mul gate's inputs were not swapped"),
-        ("forward_difference", "l01_numerical_gradient", "(f(*up) - f(*down)) / (2 * h)", "(f(*up) - f(*inputs)) / h",
-         "this is the forward difference"),
-        ("max_to_smaller", "l01_gate_backward", "(upstream, 0.0) if a > b else (0.0, upstream)",
-         "(0.0, upstream) if a > b else (upstream, 0.0)", "the gradient went to the smaller input"),
-        ("no_factor_two", "l01_second_circuit", "dsum = 2.0 ", "dsum = 1.0 ", "the factor 2 of the last gate is missing"),
-    ],
-}
+
+def mutants(name: str) -> list[dict]:
+    """Wrong answers a learner could plausibly write, from tests/mutants/NAME.json: each names the
+    submission (student), the solution cell, a text in its solution, the replacement, and words
+    the feedback must contain."""
+    path = ROOT / "tests" / "mutants" / f"{name}.json"
+    return json.loads(path.read_text()) if path.exists() else []
+
+
+MUTANTS = {name: mutants(name) for name in LESSONS}
 
 pytestmark = pytest.mark.slow
 
@@ -48,8 +45,8 @@ def graded(course):
         solved = grading.solved(course, name)
         grading.submit(course, "solved", name, solved)
         grading.submit(course, "untouched", name, grading.untouched(course, name))
-        for student, grade_id, old, new, _ in MUTANTS.get(name, []):
-            grading.submit(course, student, name, grading.replace_solution(solved, grade_id, old, new))
+        for m in MUTANTS[name]:
+            grading.submit(course, m["student"], name, grading.replace_solution(solved, m["cell"], m["old"], m["new"]))
         grading.autograde(course, name)
         out[name] = (grading.scores(course, name), grading.feedback(course, name))
     return out
@@ -92,13 +89,18 @@ def test_untouched_student_notebook_scores_zero(graded, name):
 
 @pytest.mark.parametrize("name", LESSONS)
 def test_every_lesson_has_mutants(name):
-    assert len(MUTANTS.get(name, [])) >= 2, f"add wrong-answer mutants for {name} to MUTANTS"
+    found = MUTANTS[name]
+    assert len(found) >= 2, f"add wrong-answer mutants for {name} to tests/mutants/{name}.json"
+    exercises = {c.metadata.nbgrader.grade_id for c in nbformat.read(grading.notebook_path(ROOT, "solutions", name), 4).cells
+                 if c.metadata.get("nbgrader", {}).get("solution")}
+    untested = exercises - {m["cell"] for m in found}
+    assert not untested, f"exercises of {name} with no mutant in tests/mutants/{name}.json: {sorted(untested)}"
 
 
-@pytest.mark.parametrize("name, mutant", [(n, m) for n in LESSONS for m in MUTANTS.get(n, [])],
-                         ids=lambda v: v[0] if isinstance(v, tuple) else v)
+@pytest.mark.parametrize("name, mutant", [(n, m) for n in LESSONS for m in MUTANTS[n]],
+                         ids=[f"{n}-{m['student']}" for n in LESSONS for m in MUTANTS[n]])
 def test_wrong_answer_loses_points_and_feedback_names_the_mistake(graded, name, mutant):
-    student, grade_id, _, _, words = mutant
+    student, grade_id, words = mutant["student"], mutant["cell"], mutant["feedback"]
     scores, feedback = graded[name]
     score, total = scores[student]
     assert score < total, f"{student}: a wrong {grade_id} still scored {score}/{total}"
