@@ -39,17 +39,22 @@ def course(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def graded(course):
-    """Submit, autograde and generate feedback once for every lesson; {lesson: (scores, feedback)}."""
-    out = {}
-    for name in LESSONS:
-        solved = grading.solved(course, name)
-        grading.submit(course, "solved", name, solved)
-        grading.submit(course, "untouched", name, grading.untouched(course, name))
-        for m in MUTANTS[name]:
-            grading.submit(course, m["student"], name, grading.replace_solution(solved, m["cell"], m["old"], m["new"]))
-        grading.autograde(course, name)
-        out[name] = (grading.scores(course, name), grading.feedback(course, name))
-    return out
+    """grade(name) -> (scores, feedback): submit, autograde and generate feedback for one lesson,
+    once, when a test first asks for it (so `pytest -k 02-local` grades lesson 02 only)."""
+    done = {}
+
+    def grade(name):
+        if name not in done:
+            solved = grading.solved(course, name)
+            grading.submit(course, "solved", name, solved)
+            grading.submit(course, "untouched", name, grading.untouched(course, name))
+            for m in MUTANTS[name]:
+                grading.submit(course, m["student"], name, grading.replace_solution(solved, m["cell"], m["old"], m["new"]))
+            grading.autograde(course, name)
+            done[name] = (grading.scores(course, name), grading.feedback(course, name))
+        return done[name]
+
+    return grade
 
 
 @pytest.mark.parametrize("name", LESSONS)
@@ -63,7 +68,7 @@ def test_committed_release_matches_solutions(course, name):
 
 @pytest.mark.parametrize("name", LESSONS)
 def test_solution_scores_full_marks(graded, name):
-    scores, _ = graded[name]
+    scores, _ = graded(name)
     score, total = scores["solved"]
     assert total > 0
     assert score == total, f"the solved notebook of {name} scored {score}/{total}"
@@ -71,6 +76,7 @@ def test_solution_scores_full_marks(graded, name):
 
 @pytest.mark.parametrize("name", LESSONS)
 def test_graded_cells_of_the_solution_write_nothing_to_stderr(graded, course, name):
+    graded(name)
     nb = nbformat.read(course / "autograded" / "solved" / name / f"{name}.ipynb", as_version=4)
     for cell in nb.cells:
         if cell.metadata.get("nbgrader", {}).get("grade"):
@@ -82,7 +88,7 @@ def test_graded_cells_of_the_solution_write_nothing_to_stderr(graded, course, na
 
 @pytest.mark.parametrize("name", LESSONS)
 def test_untouched_student_notebook_scores_zero(graded, name):
-    scores, feedback = graded[name]
+    scores, feedback = graded(name)
     assert scores["untouched"][0] == 0
     assert "Exercise not attempted yet" in feedback["untouched"]
 
@@ -101,7 +107,7 @@ def test_every_lesson_has_mutants(name):
                          ids=[f"{n}-{m['student']}" for n in LESSONS for m in MUTANTS[n]])
 def test_wrong_answer_loses_points_and_feedback_names_the_mistake(graded, name, mutant):
     student, grade_id, words = mutant["student"], mutant["cell"], mutant["feedback"]
-    scores, feedback = graded[name]
+    scores, feedback = graded(name)
     score, total = scores[student]
     assert score < total, f"{student}: a wrong {grade_id} still scored {score}/{total}"
     assert score > 0, f"{student}: one wrong exercise should not zero the other exercises ({score}/{total})"

@@ -1,0 +1,154 @@
+"""Activation memory, measured: what autograd keeps for the backward pass, on any device.
+
+On every device, `SavedTensors` counts the tensors autograd saves, through
+torch.autograd.graph.saved_tensors_hooks: every tensor a node saves passes through a pack hook,
+where its storage is recorded once (a view of a stored tensor costs nothing extra). It follows
+them until the graph releases them, so it knows both the bytes held now and the peak.
+On CUDA, `cuda_peak_bytes` reads the caching allocator's peak statistics instead, which include
+everything (temporaries, rounding of each request up to 512-byte blocks).
+
+    with SavedTensors(exclude=model.parameters()) as saved:
+        loss = model.loss(model(X), y)        # the forward pass saves activations
+        print(saved.live_bytes)               # held by the graph now
+        loss.backward()                       # ... and frees them
+    saved.peak_bytes, saved.live_bytes        # (what the graph held at most, 0)
+"""
+
+import weakref
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+import torch
+
+
+def tensor_bytes(t: torch.Tensor) -> int:
+    """Bytes of a tensor's own elements: numel * element_size."""
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"expected a torch.Tensor, got {type(t).__name__}")
+    return t.numel() * t.element_size()
+
+
+def format_bytes(n: int) -> str:
+    """1536 -> '1.5 KiB': bytes in the binary units the allocators use."""
+    if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+        raise ValueError(f"n must be a non-negative int of bytes, got {n!r}")
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n} B" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+
+
+@dataclass(frozen=True)
+class Saved:
+    """One storage saved for backward: the saved tensor's dtype and shape, the storage's bytes."""
+
+    dtype: torch.dtype
+    shape: tuple
+    nbytes: int
+    excluded: bool
+
+
+class _Packed:
+    """What autograd stores in place of a saved tensor while we watch; freed with the graph."""
+
+    __slots__ = ("tensor", "__weakref__")
+
+    def __init__(self, tensor):
+        self.tensor = tensor
+
+
+class SavedTensors:
+    """Context manager that measures the tensors autograd saves for backward, by storage.
+
+    Inputs:
+    - exclude: tensors (e.g. model.parameters()) whose storages are not activations: recorded
+      once, flagged excluded, and left out of activation_bytes, live_bytes and peak_bytes.
+    Attributes, valid during and after the `with` block:
+    - saved: list of Saved, one per storage saved inside the block (a storage freed and saved
+      again later, like the same input in two micro-batches, is listed again)
+    - total_bytes: bytes of all of them; activation_bytes: the same without the excluded ones
+    - live_bytes: activation bytes the graphs hold now; peak_bytes: the most they held at once
+    """
+
+    def __init__(self, exclude: Iterable[torch.Tensor] = ()):
+        exclude = list(exclude)
+        for t in exclude:
+            if not isinstance(t, torch.Tensor):
+                raise TypeError(f"exclude must hold tensors (e.g. model.parameters()), got {type(t).__name__}")
+        self._excluded = {t.untyped_storage().data_ptr() for t in exclude}
+        self._excluded_seen: set[int] = set()
+        self._live: dict[int, list[int]] = {}  # storage key -> [saved references alive, bytes]
+        self.saved: list[Saved] = []
+        self.live_bytes = 0
+        self.peak_bytes = 0
+        self._hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack)
+
+    def _pack(self, t: torch.Tensor):
+        storage = t.untyped_storage()
+        key = storage.data_ptr()
+        if key in self._excluded:  # a parameter: alive anyway, nothing to follow
+            if key not in self._excluded_seen:
+                self._excluded_seen.add(key)
+                self.saved.append(Saved(t.dtype, tuple(t.shape), storage.nbytes(), True))
+            return t
+        live = self._live.get(key)
+        if live is None:  # no graph holds this storage yet: it starts costing memory now
+            live = self._live[key] = [0, storage.nbytes()]
+            self.saved.append(Saved(t.dtype, tuple(t.shape), storage.nbytes(), False))
+            self.live_bytes += live[1]
+            self.peak_bytes = max(self.peak_bytes, self.live_bytes)
+        live[0] += 1
+        packed = _Packed(t)
+        weakref.finalize(packed, self._release, key)  # runs when the graph lets go of it
+        return packed
+
+    @staticmethod
+    def _unpack(packed) -> torch.Tensor:
+        return packed.tensor if isinstance(packed, _Packed) else packed
+
+    def _release(self, key: int) -> None:
+        live = self._live[key]
+        live[0] -= 1
+        if live[0] == 0:
+            self.live_bytes -= live[1]
+            del self._live[key]
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(s.nbytes for s in self.saved)
+
+    @property
+    def activation_bytes(self) -> int:
+        return sum(s.nbytes for s in self.saved if not s.excluded)
+
+    def __enter__(self) -> "SavedTensors":
+        self._hooks.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._hooks.__exit__(*exc)
+
+    def __repr__(self) -> str:
+        return (f"SavedTensors({len(self.saved)} storages, activations {format_bytes(self.activation_bytes)}, "
+                f"live {format_bytes(self.live_bytes)}, peak {format_bytes(self.peak_bytes)})")
+
+
+def cuda_peak_bytes(fn: Callable[[], object], device: torch.device | str = "cuda") -> int:
+    """Peak bytes the CUDA caching allocator handed out while fn() ran, above what was allocated before.
+
+    Inputs:
+    - fn: a function of no arguments (e.g. one training step); its result is dropped after the call
+    - device: a CUDA device
+    Returns: int, max_memory_allocated during fn minus memory_allocated before it.
+    """
+    device = torch.device(device)
+    if device.type != "cuda":
+        raise ValueError(f"cuda_peak_bytes measures a CUDA device, got {device}; use SavedTensors on the CPU")
+    if not torch.cuda.is_available():
+        raise RuntimeError("no CUDA device here: torch.cuda.is_available() is False")
+    torch.cuda.synchronize(device)
+    torch.cuda.reset_peak_memory_stats(device)
+    before = torch.cuda.memory_allocated(device)
+    fn()
+    torch.cuda.synchronize(device)
+    return torch.cuda.max_memory_allocated(device) - before

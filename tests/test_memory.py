@@ -1,0 +1,96 @@
+"""course_utils.memory: saved-tensor accounting agrees with the graph and with hand-computed bytes."""
+
+import pytest
+import torch
+from torch import nn
+
+from course_utils.graph import report
+from course_utils.memory import SavedTensors, cuda_peak_bytes, format_bytes, tensor_bytes
+
+
+def mlp():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))
+
+
+def test_activation_bytes_match_the_graph_report_and_the_shapes():
+    model, X = mlp(), torch.randn(5, 4)
+    with SavedTensors(exclude=model.parameters()) as saved:
+        out = model(X).pow(2).sum()
+    by_graph = report(out, dict(model.named_parameters())).activation_bytes
+    # float32: the input (5x4), the relu output (5x8, also the 2nd Linear's input), pow's input (5x3)
+    assert saved.activation_bytes == by_graph == 4 * (5 * 4 + 5 * 8 + 5 * 3)
+
+def test_a_storage_saved_twice_counts_once():
+    x = torch.randn(100, requires_grad=True)
+    with SavedTensors() as saved:
+        y = (x * x).sum()  # mul saves x as self and as other
+    assert len(saved.saved) == 1 and saved.total_bytes == 400
+
+
+def test_parameters_are_excluded_but_listed():
+    lin = nn.Linear(10, 10)
+    X = torch.randn(3, 10, requires_grad=True)
+    with SavedTensors(exclude=lin.parameters()) as saved:
+        lin(X).sum()
+    excluded = [s for s in saved.saved if s.excluded]
+    assert [s.shape for s in excluded] == [(10, 10)]  # the weight, saved as a transposed view
+    assert saved.activation_bytes == tensor_bytes(X)
+
+
+def test_live_and_peak_follow_the_graph():
+    model, X, y = mlp(), torch.randn(64, 4), torch.randint(0, 3, (64,))
+    # Separate tensors: chunks of X would be views of its storage, which is saved whole.
+    micro = [(Xm.clone(), ym.clone()) for Xm, ym in zip(X.chunk(4), y.chunk(4))]
+    loss_fn = nn.CrossEntropyLoss()
+    with SavedTensors(exclude=model.parameters()) as one:
+        loss = loss_fn(model(X), y)
+        held = one.live_bytes
+        loss.backward()
+    assert held == one.activation_bytes > 0 and one.live_bytes == 0 and one.peak_bytes == held
+    # Four micro-batches, each backward before the next forward: the peak is one micro-batch's.
+    with SavedTensors(exclude=model.parameters()) as loop:
+        for Xm, ym in micro:
+            loss_fn(model(Xm), ym).backward()
+    # The same four losses summed into one graph: all four graphs alive at once.
+    with SavedTensors(exclude=model.parameters()) as summed:
+        sum(loss_fn(model(Xm), ym) for Xm, ym in micro).backward()
+    assert loop.live_bytes == summed.live_bytes == 0
+    assert summed.peak_bytes == 4 * loop.peak_bytes
+    assert loop.total_bytes == summed.total_bytes  # the same tensors were saved, at different times
+
+
+def test_no_grad_saves_nothing():
+    model = mlp()
+    with SavedTensors() as saved, torch.no_grad():
+        model(torch.randn(5, 4))
+    assert saved.saved == [] and saved.peak_bytes == 0
+
+
+def test_format_and_bad_input():
+    assert format_bytes(512) == "512 B" and format_bytes(1536) == "1.5 KiB" and format_bytes(3 * 2**30) == "3.0 GiB"
+    with pytest.raises(ValueError, match="non-negative int"):
+        format_bytes(-1)
+    with pytest.raises(TypeError, match="expected a torch.Tensor, got list"):
+        tensor_bytes([1, 2])
+    with pytest.raises(TypeError, match="exclude must hold tensors"):
+        SavedTensors(exclude=[1.0])
+    with pytest.raises(ValueError, match="measures a CUDA device, got cpu"):
+        cuda_peak_bytes(lambda: None, "cpu")
+
+
+@pytest.mark.cuda
+def test_cuda_peak_is_at_least_the_saved_activations():
+    device = torch.device("cuda")
+    model = mlp().to(device)
+    X = torch.randn(256, 4, device=device)
+    with SavedTensors(exclude=model.parameters()) as saved:
+        out = model(X).relu().sum()
+    del out
+    held = {}
+
+    def step():
+        held["out"] = model(X).relu().sum()
+
+    peak = cuda_peak_bytes(step, device)
+    assert peak >= saved.activation_bytes
