@@ -2,7 +2,7 @@
 
 For each lesson (all by default): run the solution notebook top to bottom in a fresh kernel and
 save its outputs in place (nbval compares the tagged ones in CI, readers see the figures), then
-run `nbgrader generate_assignment LESSON --force` at the repository root, which writes the student
+run `nbgrader generate_assignment LESSON --force --no-db` at the repository root, which writes the student
 version to notebooks/LESSON/. Run it from the repository root after editing a solution notebook
 (`bash course.sh release` does). `--no-execute` only regenerates notebooks/.
 """
@@ -45,7 +45,8 @@ def main(argv: list[str] | None = None) -> int:
         if not args.no_execute:
             seconds = execute_in_place(notebook_path(root, "solutions", name))
             print(f"{name}: executed in {seconds:.1f} s", file=sys.stderr)
-        nbgrader("generate_assignment", name, "--force", cwd=root)
+        # --no-db: regenerating the release needs no gradebook (instructors' own runs make theirs).
+        nbgrader("generate_assignment", name, "--force", "--no-db", cwd=root)
         print(f"{name}: released to {notebook_path(root, 'notebooks', name).relative_to(root)}", file=sys.stderr)
     return 0
 

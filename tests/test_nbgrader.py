@@ -34,24 +34,34 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def course(tmp_path_factory):
-    return grading.scratch_course(ROOT, tmp_path_factory.mktemp("course"))
+    """course(name) -> a scratch course directory in which lesson `name` alone is released, made
+    once when a test first asks for it (so `pytest -k 02-local` releases and grades lesson 02 only)."""
+    made = {}
+
+    def make(name):
+        if name not in made:
+            made[name] = grading.scratch_course(ROOT, tmp_path_factory.mktemp(name), [name])
+        return made[name]
+
+    return make
 
 
 @pytest.fixture(scope="module")
 def graded(course):
-    """grade(name) -> (scores, feedback): submit, autograde and generate feedback for one lesson,
-    once, when a test first asks for it (so `pytest -k 02-local` grades lesson 02 only)."""
+    """graded(name) -> (scores, feedback): submit the solved, untouched and mutant notebooks of
+    lesson `name`, autograde them and generate feedback, once."""
     done = {}
 
     def grade(name):
         if name not in done:
-            solved = grading.solved(course, name)
-            grading.submit(course, "solved", name, solved)
-            grading.submit(course, "untouched", name, grading.untouched(course, name))
+            where = course(name)
+            solved = grading.solved(where, name)
+            grading.submit(where, "solved", name, solved)
+            grading.submit(where, "untouched", name, grading.untouched(where, name))
             for m in MUTANTS[name]:
-                grading.submit(course, m["student"], name, grading.replace_solution(solved, m["cell"], m["old"], m["new"]))
-            grading.autograde(course, name)
-            done[name] = (grading.scores(course, name), grading.feedback(course, name))
+                grading.submit(where, m["student"], name, grading.replace_solution(solved, m["cell"], m["old"], m["new"]))
+            grading.autograde(where, name)
+            done[name] = (grading.scores(where, name), grading.feedback(where, name))
         return done[name]
 
     return grade
@@ -59,7 +69,7 @@ def graded(course):
 
 @pytest.mark.parametrize("name", LESSONS)
 def test_committed_release_matches_solutions(course, name):
-    made = json.loads(grading.notebook_path(course, "notebooks", name).read_text())
+    made = json.loads(grading.notebook_path(course(name), "notebooks", name).read_text())
     committed_path = grading.notebook_path(ROOT, "notebooks", name)
     assert committed_path.exists(), f"{committed_path} is missing: run `bash course.sh release {name}`"
     committed = json.loads(committed_path.read_text())
@@ -77,7 +87,7 @@ def test_solution_scores_full_marks(graded, name):
 @pytest.mark.parametrize("name", LESSONS)
 def test_graded_cells_of_the_solution_write_nothing_to_stderr(graded, course, name):
     graded(name)
-    nb = nbformat.read(course / "autograded" / "solved" / name / f"{name}.ipynb", as_version=4)
+    nb = nbformat.read(course(name) / "autograded" / "solved" / name / f"{name}.ipynb", as_version=4)
     for cell in nb.cells:
         if cell.metadata.get("nbgrader", {}).get("grade"):
             for out in cell.get("outputs", []):
