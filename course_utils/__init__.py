@@ -5,6 +5,7 @@
     graph     walk an autograd graph, report saved tensors, draw it with torchviz
     checks    what test cells call: strict comparisons with diagnostic messages, finite differences
     circuits  the circuit diagrams of lessons 01-02, static and interactive
+    valuegraph  draw a micrograd-style scalar graph (data and grad on each value), lesson 02
     memory    activation memory measured: saved-tensor accounting (any device), CUDA peak statistics
     data      small data sets made on the spot: no downloads
     grading   nbgrader driven as an instructor would, for tests and benchmarks
