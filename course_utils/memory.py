@@ -6,6 +6,9 @@ where its storage is recorded once (a view of a stored tensor costs nothing extr
 them until the graph releases them, so it knows both the bytes held now and the peak.
 On CUDA, `cuda_peak_bytes` reads the caching allocator's peak statistics instead, which include
 everything (temporaries, rounding of each request up to 512-byte blocks).
+On the CPU, `TensorAllocations` and `cpu_peak_bytes` follow every tensor that operations create
+(forward, backward, and what torch.utils.checkpoint recomputes) until it is freed: the peak of
+one step, which saved-tensor hooks alone cannot see.
 
     with SavedTensors(exclude=model.parameters()) as saved:
         loss = model.loss(model(X), y)        # the forward pass saves activations
@@ -19,6 +22,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import torch
+from torch.multiprocessing.reductions import StorageWeakRef
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
 
 
 def tensor_bytes(t: torch.Tensor) -> int:
@@ -152,3 +158,97 @@ def cuda_peak_bytes(fn: Callable[[], object], device: torch.device | str = "cuda
     fn()
     torch.cuda.synchronize(device)
     return torch.cuda.max_memory_allocated(device) - before
+
+
+class _Recorder(TorchDispatchMode):
+    """Runs each aten operation, then hands its name, inputs and outputs to `record`."""
+
+    def __init__(self, record: Callable):
+        super().__init__()
+        self.record = record
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        self.record(func.__name__, (args, kwargs), out)
+        return out
+
+
+class TensorAllocations:
+    """Context manager that follows every tensor the operations inside it create, until it is freed.
+
+    A TorchDispatchMode sees each aten operation, in the forward, in the backward, and in the
+    recomputation that torch.utils.checkpoint runs inside the backward (which saved-tensor hooks
+    outside it cannot see). An output whose storage is new (not an input's: views and in-place
+    results cost nothing) is counted from then on; after each operation the storages that have
+    been freed are dropped. Tensors that existed before the block (parameters, the batch, .grad
+    buffers reused in place) are not counted. Allocator rounding, kernels' internal scratch space
+    and tensors made outside aten operations (such as the RNG state that torch.utils.checkpoint
+    saves per segment, 5056 bytes on the CPU) are not counted either: this is the bytes of the
+    storages that operations return.
+
+    Inputs:
+    - device: count storages on this device only (default "cpu"; "cuda" means any CUDA device)
+    Attributes, valid during and after the `with` block:
+    - live_bytes: int, bytes of the counted storages alive now (after the last operation)
+    - peak_bytes: int, the most bytes they held at once
+    - timeline: list of (str, int): (operation name, live_bytes right after it), one per operation
+    """
+
+    def __init__(self, device: torch.device | str = "cpu"):
+        if not isinstance(device, (str, torch.device)):
+            raise TypeError(f"device must be a str or torch.device such as 'cpu', got {type(device).__name__}")
+        self.device = torch.device(device)
+        self.live_bytes = 0
+        self.peak_bytes = 0
+        self.timeline: list[tuple[str, int]] = []
+        self._live: dict[int, tuple] = {}  # storage key -> (weak reference, bytes)
+        self._mode = None
+
+    def _drop_freed(self) -> None:
+        for key in [k for k, (ref, _) in self._live.items() if ref.expired()]:
+            self.live_bytes -= self._live.pop(key)[1]
+
+    def _record(self, name: str, inputs, outputs) -> None:
+        self._drop_freed()
+        tensors = lambda tree: [t for t in tree_leaves(tree) if isinstance(t, torch.Tensor)]
+        seen = {StorageWeakRef(t.untyped_storage()).cdata for t in tensors(inputs)}
+        for t in tensors(outputs):
+            if t.layout != torch.strided or t.device.type != self.device.type or \
+                    self.device.index not in (None, t.device.index):
+                continue
+            ref = StorageWeakRef(t.untyped_storage())
+            if ref.cdata not in seen and ref.cdata not in self._live:
+                nbytes = t.untyped_storage().nbytes()
+                self._live[ref.cdata] = (ref, nbytes)
+                self.live_bytes += nbytes
+        self.peak_bytes = max(self.peak_bytes, self.live_bytes)
+        self.timeline.append((name, self.live_bytes))
+
+    def __enter__(self) -> "TensorAllocations":
+        self._mode = _Recorder(self._record)
+        self._mode.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._mode.__exit__(*exc)
+        self._drop_freed()
+
+    def __repr__(self) -> str:
+        return (f"TensorAllocations({len(self.timeline)} operations, live {format_bytes(self.live_bytes)}, "
+                f"peak {format_bytes(self.peak_bytes)})")
+
+
+def cpu_peak_bytes(fn: Callable[[], object]) -> int:
+    """Peak bytes of CPU tensors created while fn() ran and alive at the same time (see TensorAllocations).
+
+    The CPU counterpart of cuda_peak_bytes: what one step adds on top of what existed before it,
+    at its worst moment, including what torch.utils.checkpoint recomputes during the backward.
+    Inputs:
+    - fn: a function of no arguments (e.g. one training step); its result is dropped after the call
+    Returns: int, bytes.
+    """
+    if not callable(fn):
+        raise TypeError(f"fn must be a function of no arguments, got {type(fn).__name__}")
+    with TensorAllocations("cpu") as mem:
+        fn()
+    return mem.peak_bytes

@@ -94,3 +94,81 @@ def test_cuda_peak_is_at_least_the_saved_activations():
 
     peak = cuda_peak_bytes(step, device)
     assert peak >= saved.activation_bytes
+
+
+# TensorAllocations / cpu_peak_bytes: every tensor an operation makes, followed until it is freed.
+
+from torch.utils.checkpoint import checkpoint, checkpoint_sequential  # noqa: E402
+
+from course_utils.memory import TensorAllocations, cpu_peak_bytes  # noqa: E402
+
+
+def test_allocations_follow_creation_and_freeing_and_skip_views():
+    before = torch.ones(1000)
+    with TensorAllocations() as mem:
+        a = torch.ones(1000)                  # 4000 bytes, new
+        v = a.view(10, 100)                   # a view: no new storage
+        a.add_(1)                             # in place: nothing new
+        before.t()                            # a view of a tensor made before the block
+        b = a * 2                             # 4000 more: 8000 alive
+        del b
+        c = a + 1                             # b was freed first: still 8000 at most
+        del a, v, c
+    assert mem.peak_bytes == 8000 and mem.live_bytes == 0
+    assert [name for name, _ in mem.timeline] == ["ones.default", "view.default", "add_.Tensor", "t.default",
+                                                  "mul.Tensor", "add.Tensor"]
+    assert [live for _, live in mem.timeline] == [4000, 4000, 4000, 4000, 8000, 8000]
+    assert "peak 7.8 KiB" in repr(mem)
+
+
+def test_tensors_made_before_are_not_counted_and_other_devices_are_skipped():
+    x = torch.randn(100, 10)
+    with TensorAllocations() as mem:
+        x.sum()
+    assert mem.peak_bytes == 4  # only the 0-dim result
+    with TensorAllocations("cuda") as on_gpu:  # CPU tensors are not on that device
+        torch.ones(1000) * 2
+    assert on_gpu.peak_bytes == 0 and len(on_gpu.timeline) == 2
+
+
+def chain(n, d):
+    torch.manual_seed(0)
+    return nn.Sequential(*[nn.Sequential(nn.Linear(d, d), nn.Tanh()) for _ in range(n)])
+
+
+def test_cpu_peak_sees_what_checkpoint_recomputes():
+    n, B, d = 8, 256, 8
+    act = B * d * 4
+    blocks, x = chain(n, d), torch.randn(B, d)
+    blocks(x).sum().backward()  # .grad exists: later steps add into it in place
+    plain = cpu_peak_bytes(lambda: blocks(x).sum().backward())
+    ckpt = cpu_peak_bytes(lambda: checkpoint_sequential(blocks, 4, x, use_reentrant=False).sum().backward())
+    # n kept activations + 1 temporary; with 4 segments of 2: 3 kept inputs + 2 recomputed + 1 temporary.
+    # What is left over is one block's weight and bias gradients and a few scalars.
+    assert 0 <= plain - (n + 1) * act <= act // 2
+    assert 0 <= ckpt - (3 + 2 + 1) * act <= act // 2
+    # Saved-tensor hooks outside the checkpoint see only its input: the recomputation is invisible to them.
+    with SavedTensors(exclude=blocks.parameters()) as saved:
+        checkpoint(blocks, x, use_reentrant=False).sum().backward()
+    assert saved.peak_bytes == act and saved.live_bytes == 0
+
+
+def test_cpu_peak_bad_input():
+    with pytest.raises(TypeError, match="fn must be a function of no arguments, got int"):
+        cpu_peak_bytes(3)
+    with pytest.raises(TypeError, match="device must be a str or torch.device"):
+        TensorAllocations(0)
+
+
+@pytest.mark.cuda
+def test_tensor_allocations_on_cuda_are_within_the_allocator_peak():
+    device = torch.device("cuda")
+    blocks, x = chain(8, 64).to(device), torch.randn(512, 64, device=device)
+    blocks(x).sum().backward()
+
+    def step():
+        checkpoint_sequential(blocks, 4, x, use_reentrant=False).sum().backward()
+
+    with TensorAllocations("cuda") as mem:
+        step()
+    assert 0 < mem.peak_bytes <= cuda_peak_bytes(step, device)
