@@ -1,0 +1,195 @@
+"""course_utils.parallel: real process groups from a notebook, always reaped; and scripts/train_ddp.py under torchrun."""
+
+import linecache
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import torch
+import torch.distributed as dist
+
+from course_utils.parallel import WorkerError, init_from_env, pick_backend, run_workers, worker_device
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+# Workers live at module level so that they travel by reference, as a library's functions do.
+def summed(rank, world_size):
+    x = torch.tensor([rank + 1.0], device=worker_device())
+    dist.all_reduce(x)
+    print(f"rank {rank} says hello")
+    return {"sum": x, "device": str(worker_device()), "world_size": dist.get_world_size()}
+
+
+def fails_on_rank_1(rank, world_size, pid_dir):
+    Path(pid_dir, str(rank)).write_text(str(os.getpid()))
+    if rank == 1:
+        raise ValueError("rank 1 went wrong on purpose")
+    dist.barrier()  # rank 0 waits here for a rank that never comes
+
+
+def only_rank_0_reduces(rank, world_size):
+    x = torch.ones(3)
+    if rank == 0:
+        dist.all_reduce(x)  # rank 1 never joins: rank 0 is left waiting until rank 1 leaves
+    return x
+
+
+def hangs(rank, world_size, pid_dir):
+    Path(pid_dir, str(rank)).write_text(str(os.getpid()))
+    time.sleep(60)
+
+
+def assert_gone(pid_dir, world_size):
+    """Every worker that wrote its pid to pid_dir has exited (within a moment)."""
+    pids = [int(Path(pid_dir, str(r)).read_text()) for r in range(world_size)]
+    deadline = time.monotonic() + 5
+    alive = pids
+    while alive and time.monotonic() < deadline:
+        alive = [p for p in alive if _alive(p)]
+        time.sleep(0.05)
+    assert not alive, f"worker processes {alive} are still running"
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie waiting to be reaped by its parent has exited too
+        return Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] != "Z"
+    except (OSError, IndexError):
+        return True
+
+
+def notebook_function(src, **names):
+    """Define the functions in src as a notebook cell would: in __main__, with their source in linecache."""
+    filename = f"<test cell {abs(hash(src))}>"
+    linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
+    ns = {"__name__": "__main__", **names}
+    exec(compile(src, filename, "exec"), ns)
+    return ns
+
+
+def test_two_gloo_processes_all_reduce_to_the_sum(capsys):
+    results = run_workers(summed, world_size=2, backend="gloo", timeout=60)
+    assert [r["sum"].item() for r in results] == [3.0, 3.0]
+    assert all(type(r["sum"]) is torch.Tensor and r["sum"].device.type == "cpu" for r in results)
+    assert [r["device"] for r in results] == ["cpu", "cpu"] and results[0]["world_size"] == 2
+    out = capsys.readouterr()
+    assert "[rank 0] rank 0 says hello" in out.out and "[rank 1] rank 1 says hello" in out.out
+    assert out.err == ""
+
+
+def test_a_failing_rank_is_named_with_its_traceback_and_no_worker_is_left(tmp_path):
+    start = time.monotonic()
+    with pytest.raises(WorkerError, match=r"rank 1 of 2 failed: ValueError: rank 1 went wrong on purpose") as info:
+        run_workers(fails_on_rank_1, world_size=2, backend="gloo", timeout=30, args=(str(tmp_path),))
+    assert info.value.rank == 1
+    assert "fails_on_rank_1" in info.value.remote_traceback and "Traceback" in str(info.value)
+    assert time.monotonic() - start < 15, "the blocked rank 0 should be ended at once, not at the timeout"
+    assert_gone(tmp_path, 2)
+
+
+def test_a_rank_left_alone_in_a_collective_is_told_why():
+    with pytest.raises(WorkerError, match=r"rank 0 of 2 failed(.|\n)*ranks \[1\] had already returned"):
+        run_workers(only_rank_0_reduces, world_size=2, backend="gloo", timeout=30)
+
+
+def test_a_hanging_worker_is_killed_at_the_timeout(tmp_path):
+    start = time.monotonic()
+    with pytest.raises(TimeoutError, match=r"did not finish within 2 s"):
+        run_workers(hangs, world_size=2, backend="gloo", timeout=2, args=(str(tmp_path),))
+    assert time.monotonic() - start < 10
+    assert_gone(tmp_path, 2)
+
+
+def test_notebook_functions_travel_by_source_with_what_they_use():
+    ns = notebook_function(
+        "SCALE = 10.0\n"
+        "def helper(v):\n"
+        "    return v * SCALE\n"
+        "def fn(rank, world_size, offset):\n"
+        "    t = torch.tensor([helper(rank) + offset])\n"
+        "    dist.all_reduce(t)\n"
+        "    return t.item()\n",
+        torch=torch, dist=dist)
+    assert run_workers(ns["fn"], world_size=2, backend="gloo", args=(1.0,)) == [12.0, 12.0]
+
+
+def test_notebook_errors_show_the_notebook_line():
+    ns = notebook_function("def broken(rank, world_size):\n    return 1 / 0\n")
+    with pytest.raises(WorkerError, match="ZeroDivisionError") as info:
+        run_workers(ns["broken"], world_size=1, backend="gloo")
+    assert "return 1 / 0" in info.value.remote_traceback
+
+
+def test_what_cannot_travel_is_refused_by_name():
+    ns = notebook_function("def uses_lock(rank, world_size):\n    return LOCK.locked()\n", LOCK=threading.Lock())
+    with pytest.raises(TypeError, match="'LOCK'"):
+        run_workers(ns["uses_lock"], world_size=1)
+    with pytest.raises(TypeError, match="lambda"):
+        run_workers(notebook_function("f = lambda rank, world_size: rank\n")["f"], world_size=1)
+
+
+@pytest.mark.parametrize("kwargs, error", [
+    ({"world_size": 0}, ValueError), ({"world_size": 2.0}, ValueError), ({"backend": "mpi"}, ValueError),
+    ({"timeout": 0}, ValueError), ({"args": 3}, TypeError),
+])
+def test_bad_arguments_are_refused(kwargs, error):
+    with pytest.raises(error):
+        run_workers(summed, **kwargs)
+
+
+def test_fn_must_be_a_function():
+    with pytest.raises(TypeError, match="function"):
+        run_workers(42)
+
+
+def test_backend_choice_and_the_environment_checks(monkeypatch):
+    assert pick_backend(torch.cuda.device_count() + 1) == "gloo"
+    with pytest.raises(ValueError):
+        pick_backend(0)
+    if torch.cuda.device_count() < 2:
+        with pytest.raises(ValueError, match="use backend='gloo'"):
+            run_workers(summed, world_size=2, backend="nccl")
+    with pytest.raises(RuntimeError, match="no process group"):
+        worker_device()
+    monkeypatch.delenv("RANK", raising=False)
+    with pytest.raises(RuntimeError, match="torchrun"):
+        init_from_env()
+
+
+@pytest.mark.cuda
+def test_nccl_one_rank_computes_on_its_gpu_and_results_come_back_on_the_cpu():
+    result = run_workers(summed, world_size=1, backend="nccl")[0]
+    assert result["device"] == "cuda:0" and result["sum"].device.type == "cpu" and result["sum"].item() == 1.0
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="NCCL across ranks needs at least 2 CUDA GPUs")
+def test_nccl_all_reduce_over_two_gpus():
+    assert pick_backend(2) == "nccl"
+    results = run_workers(summed, world_size=2)  # the same call as on CPUs: NCCL is picked
+    assert [r["device"] for r in results] == ["cuda:0", "cuda:1"]
+    assert [r["sum"].item() for r in results] == [3.0, 3.0]
+
+
+@pytest.mark.slow
+def test_train_ddp_script_under_torchrun_matches_one_process():
+    def train(nproc):
+        proc = subprocess.run(
+            [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
+             "scripts/train_ddp.py", "--steps", "3", "--backend", "gloo"],
+            cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True, timeout=180)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        return [float(line.split()[-1]) for line in proc.stdout.splitlines() if line.startswith("step")], proc.stdout
+
+    losses2, out2 = train(2)
+    assert "world size 2, backend gloo" in out2 and len(losses2) == 3, out2
+    losses1, _ = train(1)
+    assert losses2 == pytest.approx(losses1, rel=1e-4), "2 ranks on halves should train like 1 rank on the whole batch"
