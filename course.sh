@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # The course's one entry point. Every command first sets up what it needs (idempotent):
-#   bash course.sh lab [jupyter args]   set up, then open the course in JupyterLab
-#   bash course.sh test [pytest args]   set up, then run every test (unit, nbval, nbgrader)
+#   bash course.sh lab [jupyter args]   set up, then open the course in JupyterLab (as a learner)
+#   bash course.sh test [pytest args]   set up, then run every test (unit, nbval, nbgrader, browser)
 #   bash course.sh setup                only set up: Graphviz, .venv, pinned packages, course_utils
+#   bash course.sh doctor               check the set-up; print a one-line fix for what is missing
 #   bash course.sh release              re-execute solutions/ in place and regenerate notebooks/
 #   bash course.sh bench                time every solution notebook and one autograde
+# COURSE_ROLE=instructor bash course.sh lab   opens the repository with nbgrader's instructor tools
 set -euo pipefail
 cd "$(dirname "$0")"
 ROOT=$PWD
@@ -45,16 +47,65 @@ ensure_venv() {
   export PATH="$VENV/bin:$PATH"
 }
 
-setup() { ensure_dot; ensure_venv; }
+# What learners do not need to see in JupyterLab: nbgrader's instructor tools (Create Assignment,
+# Formgrader, the course list and the Nbgrader menu that leads to them; Validate stays) and
+# JupyterLab's prompt about fetching Jupyter news. Disabled in .venv for everyone (sys_prefix);
+# COURSE_ROLE=instructor puts $INSTRUCTOR_CONFIG, which enables them again, first in
+# JUPYTER_CONFIG_PATH.
+INSTRUCTOR_PLUGINS=(@jupyter/nbgrader:create-assignment @jupyter/nbgrader:formgrader
+                    @jupyter/nbgrader:course-list @jupyter/nbgrader:menu)
+INSTRUCTOR_SERVER_EXTENSION=nbgrader.server_extensions.formgrader
+QUIET_PLUGINS=(@jupyterlab/apputils-extension:announcements)
+INSTRUCTOR_CONFIG="$VENV/etc/jupyter-instructor"
+
+ensure_learner_view() {
+  local want have
+  want=$(printf '%s\n' "${INSTRUCTOR_PLUGINS[@]}" "$INSTRUCTOR_SERVER_EXTENSION" "${QUIET_PLUGINS[@]}" | sha256sum | cut -d' ' -f1)
+  have=$(cat "$VENV/.learner-view" 2>/dev/null || true)
+  [ "$want" = "$have" ] && [ -f "$VENV/etc/jupyter/labconfig/page_config.json" ] && return 0
+  say "hiding nbgrader's instructor tools and JupyterLab's news prompt from learners"
+  # Locked too, so that JupyterLab's plugin manager does not offer to enable them again.
+  jupyter labextension disable --level=sys_prefix "${INSTRUCTOR_PLUGINS[@]}" "${QUIET_PLUGINS[@]}" 2>/dev/null
+  jupyter labextension lock --level=sys_prefix "${INSTRUCTOR_PLUGINS[@]}" "${QUIET_PLUGINS[@]}" 2>/dev/null
+  jupyter server extension disable --sys-prefix "$INSTRUCTOR_SERVER_EXTENSION" >/dev/null 2>&1
+  local plugins; plugins=$(printf '"%s": false, ' "${INSTRUCTOR_PLUGINS[@]}" | sed 's/, $//')
+  mkdir -p "$INSTRUCTOR_CONFIG/labconfig"
+  printf '{"disabledExtensions": {%s}, "lockedExtensions": {%s}}\n' "$plugins" "$plugins" \
+    > "$INSTRUCTOR_CONFIG/labconfig/page_config.json"
+  printf '{"ServerApp": {"jpserver_extensions": {"%s": true}}}\n' "$INSTRUCTOR_SERVER_EXTENSION" \
+    > "$INSTRUCTOR_CONFIG/jupyter_server_config.json"
+  echo "$want" > "$VENV/.learner-view"
+}
+
+# The browser tests (tests/browser) drive Debian's Chromium; without one they skip, saying why.
+ensure_browser() {
+  { command -v chromium || command -v chromium-browser; } >/dev/null 2>&1 && return 0
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    say "Chromium is missing (the browser tests need it): installing the Debian package chromium"
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-liberation >/dev/null; } ||
+      say "could not install chromium: the browser tests will be skipped"
+  else
+    say "no Chromium: the browser tests will be skipped (sudo apt-get install chromium to run them)"
+  fi
+}
+
+setup() { ensure_dot; ensure_venv; ensure_learner_view; }
 
 cmd=${1:-help}; shift || true
 case "$cmd" in
   setup)   setup ;;
   lab)     setup
            root_flag=(); [ "$(id -u)" = 0 ] && root_flag=(--allow-root)  # containers often run as root
-           exec jupyter lab --ServerApp.root_dir="$ROOT/notebooks" "${root_flag[@]}" "$@" ;;
-  test)    setup; exec python -m pytest "$@" ;;
+           case "${COURSE_ROLE:-learner}" in
+             learner)    lab_root="$ROOT/notebooks" ;;
+             instructor) lab_root="$ROOT"  # solutions/, notebooks/ and the Formgrader
+                         export JUPYTER_CONFIG_PATH="$INSTRUCTOR_CONFIG${JUPYTER_CONFIG_PATH:+:$JUPYTER_CONFIG_PATH}" ;;
+             *)          say "COURSE_ROLE must be learner or instructor, not '$COURSE_ROLE'"; exit 2 ;;
+           esac
+           exec jupyter lab --ServerApp.root_dir="$lab_root" "${root_flag[@]}" "$@" ;;
+  test)    setup; ensure_browser; exec python -m pytest "$@" ;;
+  doctor)  ensure_venv; exec python -m course_utils.doctor ;;
   release) setup; exec python -m course_utils.release "$@" ;;
   bench)   setup; exec python benchmarks/notebook_times.py "$@" ;;
-  *)       sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//'; [ "$cmd" = help ] ;;
+  *)       sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; [ "$cmd" = help ] ;;
 esac

@@ -8,6 +8,8 @@
     valuegraph  draw a micrograd-style scalar graph (data and grad on each value), lesson 02
     memory    activation memory measured: saved-tensor accounting (any device), CUDA peak statistics
     data      small data sets made on the spot: no downloads
+    doctor    is this machine ready? one-line fixes (bash course.sh doctor, lesson 00)
+    progress  a progress line on stdout for long cells (never stderr: graded cells stay clean)
     parallel  run_workers: real gloo/NCCL process groups from a notebook; init_from_env for torchrun
     grading   nbgrader driven as an instructor would, for tests and benchmarks
     release   `python -m course_utils.release`: re-run solutions/, regenerate notebooks/

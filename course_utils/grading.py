@@ -23,12 +23,16 @@ import nbformat
 _MARKERS = re.compile(r"^\s*### (BEGIN|END) SOLUTION\s*$")
 
 
-def lessons(root: Path) -> list[str]:
-    """The lesson ids (nbgrader assignments) under root/solutions, e.g. ["01-circuits"]."""
+def lessons(root: Path, graded: bool = False) -> list[str]:
+    """The nbgrader assignments under root/solutions, e.g. ["00-start-here", "01-circuits", ...].
+
+    With graded=True only the lessons with exercises: 00-start-here checks the set-up and is
+    released like a lesson, but has nothing to grade.
+    """
     found = sorted(p.name for p in (Path(root) / "solutions").iterdir() if re.fullmatch(r"\d\d-[a-z0-9-]+", p.name))
     if not found:
         raise ValueError(f"no lessons (folders named NN-topic) in {Path(root) / 'solutions'}")
-    return found
+    return [n for n in found if not (graded and n.startswith("00-"))]
 
 
 def nbgrader(*args: str, cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess:
@@ -99,6 +103,31 @@ def replace_solution(nb: nbformat.NotebookNode, grade_id: str, old: str, new: st
     return nb
 
 
+def mutant_rounds(mutants: list[dict]) -> list[list[dict]]:
+    """Group wrong answers into submissions, so one autograde run checks several exercises.
+
+    Input: dicts with "cell" (the solution grade_id they change) and optionally "also_fails"
+        (grade_ids of exercises whose tests build on that one, so they fail with it).
+    Returns: a list of rounds (lists of mutants), each mutant in the earliest round where it
+        touches no exercise the round touches already (its cell or its also_fails), and where the
+        round still leaves at least one exercise untouched: that exercise's full marks show that a
+        wrong answer costs its own points and no others.
+    """
+    def touched(group):
+        return {m["cell"] for m in group} | {c for m in group for c in m.get("also_fails", [])}
+
+    limit = max(1, len(touched(mutants)) - 1)
+    rounds: list[list[dict]] = []
+    for m in mutants:
+        for group in rounds:
+            if not touched([m]) & touched(group) and len(touched(group + [m])) <= limit:
+                group.append(m)
+                break
+        else:
+            rounds.append([m])
+    return rounds
+
+
 def submit(course: Path, student: str, name: str, nb: nbformat.NotebookNode) -> Path:
     """Place nb where `nbgrader autograde` looks for student's submission of lesson `name`."""
     path = Path(course) / "submitted" / student / name / f"{name}.ipynb"
@@ -119,6 +148,15 @@ def scores(course: Path, name: str) -> dict[str, tuple[float, float]]:
     with Gradebook(f"sqlite:///{Path(course) / 'gradebook.db'}") as gb:
         assignment = gb.find_assignment(name)
         return {s.student.id: (s.score, s.max_score) for s in assignment.submissions}
+
+
+def cell_scores(course: Path, name: str) -> dict[str, dict[str, tuple[float, float]]]:
+    """{student: {grade cell id: (score, max_score)}} for lesson `name`, from the gradebook."""
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{Path(course) / 'gradebook.db'}") as gb:
+        return {s.student.id: {g.name: (g.score, g.max_score) for nb in s.notebooks for g in nb.grades}
+                for s in gb.find_assignment(name).submissions}
 
 
 def feedback(course: Path, name: str) -> dict[str, str]:

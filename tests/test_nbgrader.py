@@ -3,11 +3,14 @@
 In a scratch course directory (a copy of solutions/ and nbgrader_config.py): the release made
 from solutions/ equals the committed notebooks/; a solved submission scores full marks with no
 stderr in graded cells; the untouched student notebook scores 0; each wrong answer in tests/mutants/
-loses points and its feedback names the mistake (tests/mutants/LESSON.json).
+loses points in its own test cell, and only there, with feedback that names the mistake
+(tests/mutants/LESSON.json; wrong answers to different exercises share a submission).
 """
 
 import html
 import json
+import os
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import nbformat
@@ -17,17 +20,18 @@ from course_utils import grading
 
 ROOT = Path(__file__).resolve().parent.parent
 LESSONS = grading.lessons(ROOT)
+GRADED = grading.lessons(ROOT, graded=True)  # 00-start-here is released but has no exercises
 
 
 def mutants(name: str) -> list[dict]:
     """Wrong answers a learner could plausibly write, from tests/mutants/NAME.json: each names the
-    submission (student), the solution cell, a text in its solution, the replacement, and words
-    the feedback must contain."""
+    submission (student), the solution cell, a text in its solution, the replacement, words the
+    feedback must contain, and optionally "also_fails": exercises whose tests build on this one."""
     path = ROOT / "tests" / "mutants" / f"{name}.json"
     return json.loads(path.read_text()) if path.exists() else []
 
 
-MUTANTS = {name: mutants(name) for name in LESSONS}
+MUTANTS = {name: mutants(name) for name in GRADED}
 
 pytestmark = pytest.mark.slow
 
@@ -46,22 +50,39 @@ def course(tmp_path_factory):
     return make
 
 
+def grade_lesson(where, name):
+    """Submit the solved and untouched notebooks and the mutant rounds of one lesson, autograde
+    them, generate feedback. Returns (scores, cell scores, feedback, rounds), keyed by student."""
+    solved = grading.solved(where, name)
+    grading.submit(where, "solved", name, solved)
+    grading.submit(where, "untouched", name, grading.untouched(where, name))
+    rounds = grading.mutant_rounds(MUTANTS[name])
+    for r, group in enumerate(rounds):
+        nb = solved
+        for m in group:
+            nb = grading.replace_solution(nb, m["cell"], m["old"], m["new"])
+        grading.submit(where, f"mutants{r}", name, nb)
+    grading.autograde(where, name)
+    return (grading.scores(where, name), grading.cell_scores(where, name), grading.feedback(where, name), rounds)
+
+
 @pytest.fixture(scope="module")
-def graded(course):
-    """graded(name) -> (scores, feedback): submit the solved, untouched and mutant notebooks of
-    lesson `name`, autograde them and generate feedback, once."""
+def graded(request, course):
+    """graded(name) -> what grade_lesson returns. The first call grades every lesson that the
+    selected tests need, two lessons at a time (nbgrader runs in subprocesses), so
+    `pytest -k 02-local` grades lesson 02 only."""
+    wanted = sorted({item.callspec.params["name"] for item in request.session.items
+                     if getattr(item, "module", None) is request.module and hasattr(item, "callspec") and "name" in item.callspec.params
+                     and "graded" in item.fixturenames})
     done = {}
 
     def grade(name):
         if name not in done:
-            where = course(name)
-            solved = grading.solved(where, name)
-            grading.submit(where, "solved", name, solved)
-            grading.submit(where, "untouched", name, grading.untouched(where, name))
-            for m in MUTANTS[name]:
-                grading.submit(where, m["student"], name, grading.replace_solution(solved, m["cell"], m["old"], m["new"]))
-            grading.autograde(where, name)
-            done[name] = (grading.scores(where, name), grading.feedback(where, name))
+            todo = [n for n in wanted if n not in done] or [name]
+            for n in todo:
+                course(n)  # make the scratch courses before the threads start
+            with ThreadPoolExecutor(max_workers=max(1, min(2, os.cpu_count() or 1))) as pool:
+                done.update(zip(todo, pool.map(lambda n: grade_lesson(course(n), n), todo)))
         return done[name]
 
     return grade
@@ -76,15 +97,15 @@ def test_committed_release_matches_solutions(course, name):
     assert made == committed, f"notebooks/{name} is out of date with solutions/{name}: run `bash course.sh release {name}`"
 
 
-@pytest.mark.parametrize("name", LESSONS)
+@pytest.mark.parametrize("name", GRADED)
 def test_solution_scores_full_marks(graded, name):
-    scores, _ = graded(name)
+    scores, *_ = graded(name)
     score, total = scores["solved"]
     assert total > 0
     assert score == total, f"the solved notebook of {name} scored {score}/{total}"
 
 
-@pytest.mark.parametrize("name", LESSONS)
+@pytest.mark.parametrize("name", GRADED)
 def test_graded_cells_of_the_solution_write_nothing_to_stderr(graded, course, name):
     graded(name)
     nb = nbformat.read(course(name) / "autograded" / "solved" / name / f"{name}.ipynb", as_version=4)
@@ -96,14 +117,14 @@ def test_graded_cells_of_the_solution_write_nothing_to_stderr(graded, course, na
                 assert out.output_type != "error", f"graded cell {cell.metadata.nbgrader.grade_id} raised {out.ename}"
 
 
-@pytest.mark.parametrize("name", LESSONS)
+@pytest.mark.parametrize("name", GRADED)
 def test_untouched_student_notebook_scores_zero(graded, name):
-    scores, feedback = graded(name)
+    scores, _, feedback, _ = graded(name)
     assert scores["untouched"][0] == 0
     assert "Exercise not attempted yet" in feedback["untouched"]
 
 
-@pytest.mark.parametrize("name", LESSONS)
+@pytest.mark.parametrize("name", GRADED)
 def test_every_lesson_has_mutants(name):
     found = MUTANTS[name]
     assert len(found) >= 2, f"add wrong-answer mutants for {name} to tests/mutants/{name}.json"
@@ -113,12 +134,18 @@ def test_every_lesson_has_mutants(name):
     assert not untested, f"exercises of {name} with no mutant in tests/mutants/{name}.json: {sorted(untested)}"
 
 
-@pytest.mark.parametrize("name, mutant", [(n, m) for n in LESSONS for m in MUTANTS[n]],
-                         ids=[f"{n}-{m['student']}" for n in LESSONS for m in MUTANTS[n]])
+@pytest.mark.parametrize("name, mutant", [(n, m) for n in GRADED for m in MUTANTS[n]],
+                         ids=[f"{n}-{m['student']}" for n in GRADED for m in MUTANTS[n]])
 def test_wrong_answer_loses_points_and_feedback_names_the_mistake(graded, name, mutant):
-    student, grade_id, words = mutant["student"], mutant["cell"], mutant["feedback"]
-    scores, feedback = graded(name)
-    score, total = scores[student]
-    assert score < total, f"{student}: a wrong {grade_id} still scored {score}/{total}"
-    assert score > 0, f"{student}: one wrong exercise should not zero the other exercises ({score}/{total})"
-    assert words in html.unescape(feedback[student]), f"{student}: the feedback does not say {words!r}"
+    scores, cells, feedback, rounds = graded(name)
+    r = next(i for i, group in enumerate(rounds) if mutant in group)
+    student, grade_id, words = f"mutants{r}", mutant["cell"], mutant["feedback"]
+    score, total = cells[student][grade_id + "_test"]
+    assert score < total, f"{mutant['student']}: a wrong {grade_id} still scored {score}/{total} in its test cell"
+    assert words in html.unescape(feedback[student]), f"{mutant['student']}: the feedback does not say {words!r}"
+    # Exercises whose tests build on a mutated one ("also_fails" in the mutant) may lose points too.
+    touched = {m["cell"] for m in rounds[r]} | {c for m in rounds[r] for c in m.get("also_fails", [])}
+    others = {c: v for c, v in cells[student].items() if c[:-len("_test")] not in touched}
+    assert others, "every round must leave an exercise right (grading.mutant_rounds)"
+    assert all(s == t for s, t in others.values()), \
+        f"{mutant['student']}: exercises with no mistake in this submission lost points: {others}"

@@ -1,0 +1,138 @@
+"""The course in JupyterLab 4 in a real browser (headless Chromium driven by Playwright for Python).
+
+One JupyterLab server for the whole test session, on a free port of 127.0.0.1 with a random token,
+serving a temporary copy of notebooks/, solutions/ and nbgrader_config.py (its working directory,
+so nbgrader's Validate reads the course's config). Nothing in the repository is written, except
+screenshots in build/screenshots/ (and docs/screenshots/ with --refresh-docs-screenshots). The
+server is started from this Python's environment as `course.sh lab` starts it, so it shows what a
+learner sees: the .venv's JupyterLab configuration (instructor tools and the news prompt off) is
+used as is; only JupyterLab's user settings and workspaces go to temporary folders.
+
+One browser (the system's Chromium: Playwright never downloads one here) with two pages ("lanes"),
+each a JupyterLab of its own workspace, so that a lesson's solution and student notebooks run at
+the same time on the two cores. The tests skip, saying why, when playwright or Chromium is missing.
+"""
+
+import os
+
+import pytest
+
+from browser_lab import (CHROMIUM_FLAGS, DOCS, DOCS_SHOTS, ROOT, SHOTS, Lane, LessonRun, copy_course, drag_first_slider,
+                         find_chromium, first_cell, optimise_png, start_lab, stop_lab)
+from course_utils import grading
+
+LESSONS = grading.lessons(ROOT)
+
+
+@pytest.fixture(scope="session")
+def playwright_api():
+    """Playwright's sync API and the Chromium to drive; skip (with the reason) when either is missing."""
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        pytest.skip("the browser tests need the Python package playwright (pinned in requirements.txt): "
+                    "run `bash course.sh setup` or `pip install -r requirements.txt`")
+    exe = find_chromium()
+    if exe is None:
+        pytest.skip("no Chromium found (looked for $CHROMIUM, chromium, chromium-browser, google-chrome): "
+                    "`sudo apt-get install chromium` (`bash course.sh test` does it when run as root on Debian)")
+    with sync_playwright() as p:
+        yield p, exe
+
+
+@pytest.fixture(scope="session")
+def browser(playwright_api):
+    p, exe = playwright_api
+    b = p.chromium.launch(executable_path=exe, headless=True, args=CHROMIUM_FLAGS)
+    yield b
+    b.close()
+
+
+@pytest.fixture(scope="session")
+def lab(tmp_path_factory, playwright_api):
+    """The JupyterLab server, started once (after the browser checks, so a skip costs nothing)."""
+    root = copy_course(tmp_path_factory.mktemp("course"))
+    server = start_lab(root, tmp_path_factory.mktemp("lab-settings"))
+    yield server
+    stop_lab(server)
+
+
+@pytest.fixture(scope="session")
+def lanes(browser, lab):
+    made = [Lane(browser, lab, f"lane-{i}") for i in range(2)]
+    yield made
+    for lane in made:
+        lane.page.close()
+
+
+@pytest.fixture(scope="session")
+def lesson_runs(lanes, lab):
+    """lesson_runs(name) -> LessonRun, made once per lesson when a test first asks for it: the
+    solution notebook (lane 0) and the student notebook (lane 1) run at the same time, screenshots
+    taken, the first slider dragged, then both kernels shut down."""
+    done: dict[str, LessonRun] = {}
+    solution_lane, student_lane = lanes
+
+    def get(name: str) -> LessonRun:
+        if name in done:
+            return done[name]
+        sol, stu = f"solutions/{name}/{name}.ipynb", f"notebooks/{name}/{name}.ipynb"
+        solution_lane.start(sol)
+        student_lane.start(stu, keep_going=True)
+        try:
+            run = LessonRun(name, solution_lane.result(sol), student_lane.result(stu))
+            run.load = os.getloadavg()[0] / (os.cpu_count() or 1) if hasattr(os, "getloadavg") else 1.0
+            shots = run.shots
+            # the top of each notebook, after Run All
+            solution_lane.scroll_to(sol, 0)
+            shots["solution"] = solution_lane.screenshot(f"{name}-solution.png")
+            # the student notebook at its first "not attempted yet" error (or its top when there is none)
+            err = first_cell(run.student, lambda c: any(o["type"] == "error" for o in c.get("outputs", [])))
+            student_lane.scroll_to(stu, err or 0)
+            if err is not None:
+                student_lane.cell(err).locator(".jp-OutputArea-output").last.evaluate("e => e.scrollIntoView({block: 'end'})")
+            shots["student"] = student_lane.screenshot(f"{name}-student.png")
+            # every figure: the autograd graphs (SVG) and the plots (PNG), one file each
+            for kind in ("svg", "png"):
+                for k, cell in enumerate(c for c in run.solution["cells"] if c.get(kind)):
+                    solution_lane.scroll_to(sol, cell["index"])
+                    selector = ".jp-RenderedSVG" if kind == "svg" else ".jp-RenderedImage"
+                    out = solution_lane.cell(cell["index"]).locator(selector).first
+                    label = "graph" if kind == "svg" else "plot"
+                    shots[f"{label}-{k + 1}"] = solution_lane.screenshot(f"{name}-{label}-{k + 1}.png", out)
+            # an interactive figure: drag its first slider
+            widget_cell = first_cell(run.solution, lambda c: c.get("widgets"))
+            if widget_cell is not None:
+                solution_lane.scroll_to(sol, widget_cell)
+                dragged = drag_first_slider(solution_lane)
+                if dragged is not None:
+                    shots["widget"] = solution_lane.screenshot(f"{name}-widget.png", dragged.pop("widget"))
+                    run.widget = dragged
+            if name == LESSONS[0]:
+                # the course as a learner first sees it: the lessons in the file browser, the first one open
+                student_lane.page.evaluate("() => window.jupyterapp.commands.execute('filebrowser:go-to-path', {path: 'notebooks/'})")
+                student_lane.scroll_to(stu, 0)
+                student_lane.page.wait_for_timeout(500)
+                shots["overview"] = student_lane.screenshot("overview.png")
+        finally:  # kernels shut down, tabs closed, even when a run failed
+            solution_lane.close(sol)
+            student_lane.close(stu)
+        done[name] = run
+        return run
+
+    return get
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """With --refresh-docs-screenshots, copy the README's screenshots from build/ to docs/, optimised."""
+    if not session.config.getoption("--refresh-docs-screenshots", default=False):
+        return
+    DOCS_SHOTS.mkdir(parents=True, exist_ok=True)
+    missing = []
+    for name, (made, width) in DOCS.items():
+        if (SHOTS / made).exists():
+            optimise_png(SHOTS / made, DOCS_SHOTS / name, width)
+        else:
+            missing.append(made)
+    if missing:
+        print(f"\nnot refreshed (no {', '.join(missing)} in {SHOTS}: run the browser tests that make them)")

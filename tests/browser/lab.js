@@ -1,0 +1,200 @@
+// Helpers that tests/browser/conftest.py installs in a JupyterLab page as window.course.
+// They drive JupyterLab through its own commands (the ones its menus call) and read what it
+// shows: the notebook model's outputs and the rendered output nodes. The server runs with
+// --LabApp.expose_app_in_browser, which makes the application available as window.jupyterapp.
+(() => {
+  const app = () => window.jupyterapp;
+  const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+  const panels = {};  // path -> NotebookPanel
+  const runs = {};    // path -> {done, result | error}
+
+  async function open(path) {
+    const panel = await app().commands.execute('docmanager:open', { path, factory: 'Notebook' });
+    await panel.context.ready;
+    await panel.sessionContext.ready;
+    await panel.revealed;
+    app().shell.activateById(panel.id);
+    panels[path] = panel;
+    // JupyterLab opens a Launcher when the last tab closes: close it, the screenshots show notebooks
+    for (const w of [...app().shell.widgets('main')]) {
+      if (w.node.querySelector('.jp-Launcher')) w.dispose();
+    }
+    return panel;
+  }
+
+  function errorCell(panel, from) {
+    // index of the first code cell at or after `from` showing an error output, or -1
+    const cells = panel.content.model.cells;
+    for (let i = from; i < cells.length; i++) {
+      const c = cells.get(i);
+      if (c.type !== 'code') continue;
+      for (let j = 0; j < c.outputs.length; j++) {
+        if (c.outputs.get(j).type === 'error') return i;
+      }
+    }
+    return -1;
+  }
+
+  async function idle(panel) {
+    // the kernel has nothing left to do (at most 30 s)
+    const kernel = () => panel.sessionContext.session && panel.sessionContext.session.kernel;
+    for (let k = 0; k < 300 && kernel() && kernel().status !== 'idle'; k++) await sleep(100);
+  }
+
+  async function settle(panel) {
+    // the kernel is idle, and every widget output has a rendered view (they render asynchronously)
+    await idle(panel);
+    const want = () => {
+      let n = 0;
+      const cells = panel.content.model.cells;
+      for (let i = 0; i < cells.length; i++) {
+        const c = cells.get(i);
+        if (c.type !== 'code') continue;
+        for (let j = 0; j < c.outputs.length; j++) {
+          if (c.outputs.get(j).data['application/vnd.jupyter.widget-view+json']) n++;
+        }
+      }
+      return n;
+    };
+    const views = () => panel.node.querySelectorAll('.jp-OutputArea-output .jupyter-widgets').length;
+    for (let k = 0; k < 150 && views() < want(); k++) await sleep(100);
+  }
+
+  // Run the notebook at `path` as a learner does: Run > Run All Cells. JupyterLab stops at the
+  // first cell that raises. With keepGoing (student notebooks), do what a learner who has not
+  // solved that exercise yet does: select the cell below the error and Run > Run Selected Cell
+  // and All Below, until the end of the notebook.
+  async function run(path, keepGoing) {
+    const panel = await open(path);
+    const nb = panel.content;
+    const t0 = performance.now();
+    nb.activeCellIndex = 0;
+    let ok = await app().commands.execute('notebook:run-all-cells');
+    const resumedAt = [];
+    let from = 0;
+    let retries = 0;
+    while (!ok && keepGoing) {
+      const stop = errorCell(panel, from);
+      if (stop < 0) {
+        // Nothing raised from `from` on, yet the run failed: the kernel dropped ("aborted") the
+        // requests that reached it while it was still discarding the queue behind the previous
+        // error. Run the same cells again, as a learner would click again.
+        if (++retries > 3) break;
+      } else {
+        if (stop + 1 >= nb.widgets.length) break;
+        from = stop + 1;
+        resumedAt.push(from);
+      }
+      await idle(panel);
+      await sleep(300);
+      nb.activeCellIndex = from;
+      ok = await app().commands.execute('notebook:run-all-below');
+    }
+    await settle(panel);
+    const seconds = (performance.now() - t0) / 1000;
+    return { path, seconds, resumedAt, cells: await describe(panel) };
+  }
+
+  async function describe(panel) {
+    // What each cell shows: its model outputs and the rendered images and widgets
+    const out = [];
+    const cells = panel.content.model.cells;
+    for (let i = 0; i < cells.length; i++) {
+      const c = cells.get(i);
+      const node = panel.content.widgets[i].node;
+      const cell = {
+        index: i, type: c.type, source: c.sharedModel.getSource(),
+        nbgrader: c.getMetadata('nbgrader') || null, tags: c.getMetadata('tags') || [],
+      };
+      if (c.type === 'code') {
+        cell.executionCount = c.executionCount;
+        // with the notebook setting recordTiming (the tests' settings turn it on)
+        const timing = c.getMetadata('execution') || {};
+        if (timing['iopub.execute_input'] && timing['shell.execute_reply']) {
+          cell.seconds = (Date.parse(timing['shell.execute_reply']) - Date.parse(timing['iopub.execute_input'])) / 1000;
+        }
+        cell.outputs = [];
+        for (let j = 0; j < c.outputs.length; j++) {
+          const o = c.outputs.get(j).toJSON();
+          cell.outputs.push({
+            type: o.output_type, name: o.name || null, ename: o.ename || null, evalue: o.evalue || null,
+            traceback: (o.traceback || []).join('\n').replace(/\u001b\[[0-9;]*m/g, '').slice(-3000),
+            mimes: o.data ? Object.keys(o.data) : [],
+            text: (Array.isArray(o.text) ? o.text.join('') : (o.text || '')).slice(0, 3000),
+          });
+        }
+        const images = async (selector) => {
+          const found = [];
+          for (const el of node.querySelectorAll(selector)) {
+            if (el.tagName === 'IMG') {
+              try { await el.decode(); } catch (e) { /* reported as 0 x 0 below */ }
+              found.push([el.naturalWidth, el.naturalHeight]);
+            } else {
+              const box = el.getBoundingClientRect();
+              found.push([box.width, box.height]);
+            }
+          }
+          return found;
+        };
+        cell.svg = await images('.jp-RenderedSVG img, .jp-RenderedSVG svg');
+        cell.png = await images('.jp-RenderedImage img');
+        cell.widgets = node.querySelectorAll('.jp-OutputArea-output .jupyter-widgets').length;
+        // Markdown links are rewritten by JupyterLab when rendered; code cells have none
+      } else if (c.type === 'markdown') {
+        // Cells out of view are rendered when scrolled to (JupyterLab's windowed notebook): the last
+        // cell (the recap, with the link to the next lesson) is brought into view to read its links.
+        if (i === cells.length - 1) {
+          await panel.content.scrollToItem(i, 'start');
+          for (let k = 0; k < 50 && !node.querySelector('.jp-RenderedMarkdown'); k++) await sleep(100);
+        }
+        // JupyterLab rewrites a relative link to /files/PATH (and opens PATH in a tab when clicked)
+        cell.links = [...node.querySelectorAll('.jp-RenderedMarkdown a[href]')].map((a) => {
+          const url = new URL(a.href, location.href);
+          const m = url.pathname.match(/\/files\/(.*)$/);
+          return m ? decodeURIComponent(m[1]) : a.getAttribute('href');
+        });
+      }
+      out.push(cell);
+    }
+    return out;
+  }
+
+  function start(path, keepGoing) {
+    runs[path] = { done: false };
+    run(path, keepGoing).then(
+      (result) => { runs[path] = { done: true, result }; },
+      (error) => { runs[path] = { done: true, error: String(error && error.stack || error) }; },
+    );
+  }
+
+  async function scrollTo(path, index) {
+    const panel = panels[path];
+    app().shell.activateById(panel.id);
+    panel.content.activeCellIndex = index;
+    await panel.content.scrollToItem(index, 'start');
+    const node = panel.content.widgets[index].node;
+    node.setAttribute('data-course-cell', String(index));
+    node.scrollIntoView({ block: 'start' });
+  }
+
+  async function close(path) {
+    const panel = panels[path];
+    if (!panel) return;
+    delete panels[path];
+    await panel.sessionContext.shutdown();
+    panel.context.model.dirty = false;  // nothing to save: the tests work on a temporary copy
+    panel.dispose();
+  }
+
+  async function closeAll() {
+    // every open notebook: kernel shut down, tab closed without saving
+    for (const w of [...app().shell.widgets('main')]) {
+      if (w.sessionContext) await w.sessionContext.shutdown();
+      if (w.context) w.context.model.dirty = false;
+      w.dispose();
+    }
+    for (const p of Object.keys(panels)) delete panels[p];
+  }
+
+  window.course = { open, start, runs: () => runs, scrollTo, close, closeAll, panels, settle };
+})();

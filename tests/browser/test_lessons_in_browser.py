@@ -1,0 +1,189 @@
+"""Every lesson in JupyterLab 4 in Chromium, run the way a learner runs it, and what it shows.
+
+For each lesson (course_utils.grading.lessons) the solution notebook and the student notebook run
+at the same time in two pages of one browser (conftest.py: lesson_runs):
+
+- the solution notebook: Run > Run All Cells. It must run to the end with no traceback.
+- the student notebook (as released, exercises not attempted): JupyterLab's Run All stops at the
+  first cell that raises, which in an untouched notebook is the first exercise's test cell. A
+  learner who has not solved it yet selects the cell below and runs Run > Run Selected Cell and All
+  Below; the test does the same after every error until the end of the notebook, so every cell
+  runs. The only errors allowed are nbgrader's stub, NotImplementedError("Exercise not attempted
+  yet ..."), possibly wrapped (a worker process's error names it too), and every exercise's test
+  cell must show it: a learner must never meet a NameError or a broken demo because an exercise is
+  not done yet.
+
+What is checked is what JupyterLab shows: the notebook model's outputs and the rendered nodes
+(images decoded, widgets drawn). Screenshots go to build/screenshots/.
+"""
+
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from course_utils import grading
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[2]
+LESSONS = grading.lessons(ROOT)
+NOT_ATTEMPTED = "Exercise not attempted yet"
+LONG_CELL_S = 20  # a cell running longer than this must show progress (course_utils.progress)
+
+
+def committed(name: str) -> nbformat.NotebookNode:
+    return nbformat.read(grading.notebook_path(ROOT, "solutions", name), as_version=4)
+
+
+def committed_outputs(name: str, mime: str) -> int:
+    """How many outputs of this mime type the committed solution notebook has."""
+    return sum(mime in o.get("data", {}) for c in committed(name).cells for o in c.get("outputs", []))
+
+
+def exercise_names(name: str) -> dict[str, list[str]]:
+    """{grade_id: the functions and classes its solution cell defines} for each exercise."""
+    found = {}
+    for c in committed(name).cells:
+        meta = c.metadata.get("nbgrader", {})
+        if meta.get("solution"):
+            found[meta["grade_id"]] = re.findall(r"^(?:def|class)\s+(\w+)", c.source, flags=re.M)
+    return found
+
+
+def errors(result: dict) -> list[tuple[int, dict]]:
+    return [(c["index"], o) for c in result["cells"] for o in c.get("outputs", []) if o["type"] == "error"]
+
+
+def not_run(result: dict) -> list[int]:
+    return [c["index"] for c in result["cells"]
+            if c["type"] == "code" and c["source"].strip() and c["executionCount"] is None]
+
+
+def describe_error(index: int, out: dict) -> str:
+    return f"cell {index}: {out['ename']}: {out['evalue']}\n{out['traceback'][-1200:]}"
+
+
+@pytest.mark.parametrize("name", LESSONS)
+def test_solution_notebook_runs_without_traceback(lesson_runs, name):
+    run = lesson_runs(name).solution
+    bad = [(i, o) for i, o in errors(run)
+           if "raises-exception" not in run["cells"][i]["tags"]]  # a cell tagged so raises on purpose
+    assert not bad, f"{name}: the solution notebook shows a traceback:\n" + "\n".join(describe_error(i, o) for i, o in bad)
+    tracebacks = [c["index"] for c in run["cells"] for o in c.get("outputs", [])
+                  if o["type"] == "stream" and o["name"] == "stderr" and "Traceback" in o["text"]]
+    assert not tracebacks, f"{name}: cells {tracebacks} print a traceback to stderr"
+    assert not not_run(run), f"{name}: Run All did not run cells {not_run(run)}"
+
+
+@pytest.mark.parametrize("name", LESSONS)
+def test_student_notebook_shows_only_not_attempted_errors(lesson_runs, name):
+    run = lesson_runs(name).student
+    # nbgrader's stub raises NotImplementedError; code that runs an exercise in worker processes
+    # (lesson 08) reports it wrapped, with the same message
+    other = [(i, o) for i, o in errors(run) if NOT_ATTEMPTED not in o["evalue"]]
+    assert not other, (f"{name}: with the exercises not attempted yet, a learner sees errors other than "
+                       f"'{NOT_ATTEMPTED}':\n" + "\n".join(describe_error(i, o) for i, o in other))
+    assert not not_run(run), f"{name}: cells {not_run(run)} did not run"
+    shown = {i for i, _ in errors(run)}
+    for c in run["cells"]:
+        meta = c["nbgrader"] or {}
+        if meta.get("grade") and meta.get("grade_id", "").endswith("_test"):
+            assert c["index"] in shown, (f"{name}: the test cell {meta['grade_id']} passes or stays silent in the "
+                                         f"untouched notebook; it should say '{NOT_ATTEMPTED}'")
+
+
+@pytest.mark.parametrize("name", LESSONS)
+def test_figures_render(lesson_runs, name):
+    """The autograd graphs and circuits (SVG) and the plots (PNG) the committed solution shows are
+    drawn in the browser, at a visible size, in the solution and in the student notebook."""
+    runs = lesson_runs(name)
+    for kind, mime in (("svg", "image/svg+xml"), ("png", "image/png")):
+        want = committed_outputs(name, mime)
+        for which, run in (("solution", runs.solution), ("student", runs.student)):
+            in_model = sum(mime in o["mimes"] for c in run["cells"] for o in c.get("outputs", []))
+            sizes = [s for c in run["cells"] for s in c.get(kind, [])]
+            assert len(sizes) == in_model, f"{name} ({which}): {in_model} {mime} outputs, {len(sizes)} rendered"
+            assert all(w > 20 and h > 20 for w, h in sizes), f"{name} ({which}): a {kind} figure is empty: {sizes}"
+            if which == "solution":
+                assert in_model >= want, f"{name}: the committed solution shows {want} {mime} figures, the browser {in_model}"
+
+
+CIRCUIT_LESSONS = [n for n in LESSONS if committed_outputs(n, "application/vnd.jupyter.widget-view+json")]
+
+
+@pytest.mark.parametrize("name", CIRCUIT_LESSONS)
+def test_interactive_circuit_responds_to_a_slider_drag(lesson_runs, name):
+    run = lesson_runs(name)
+    assert run.widget is not None, f"{name}: no slider was drawn (are the widgets' JupyterLab extension and ipywidgets installed?)"
+    before, after = run.widget["before"], run.widget["after"]
+    assert before["readout"] != after["readout"], f"{name}: dragging the slider did not move it ({before['readout']})"
+    numbers = lambda svg: re.findall(r"<text[^>]*>\s*(-?[\d.]+)\s*</text>", svg)  # noqa: E731
+    assert numbers(before["svg"]), f"{name}: the circuit shows no numbers: {before['svg'][:300]}"
+    assert numbers(before["svg"]) != numbers(after["svg"]), \
+        f"{name}: the circuit did not recompute after the slider moved from {before['readout']} to {after['readout']}"
+
+
+@pytest.mark.parametrize("name", LESSONS[:-1])
+def test_every_lesson_links_to_the_next(lesson_runs, lab, name):
+    """The recap's link, as JupyterLab renders it, leads to the next lesson's notebook next to it (in
+    notebooks/ for learners, in solutions/ for instructors), and that notebook exists."""
+    nxt = LESSONS[LESSONS.index(name) + 1]
+    runs = lesson_runs(name)
+    for folder, run in (("solutions", runs.solution), ("notebooks", runs.student)):
+        last = [c for c in run["cells"] if c["type"] == "markdown"][-1]
+        want = f"{folder}/{nxt}/{nxt}.ipynb"
+        assert want in last["links"], f"{folder}/{name}: the last cell links to {last['links']}, not to {want}"
+        assert lab.get(f"/api/contents/{want}?content=0")[0] == 200, f"{want} does not exist"
+
+
+def test_clicking_the_next_lesson_link_opens_it(lanes):
+    lane, (first, second) = lanes[0], LESSONS[:2]
+    path, nxt = f"notebooks/{first}/{first}.ipynb", f"notebooks/{second}/{second}.ipynb"
+    lane.open(path)
+    try:
+        lane.scroll_to(path, -1)
+        link = lane.panel().locator(f'.jp-RenderedMarkdown a[href*="/files/{nxt}"]').last
+        link.click()
+        lane.page.locator(f'.lm-TabBar-tab:has-text("{second}.ipynb")').wait_for(timeout=30_000)
+        assert lane.page.evaluate("() => window.jupyterapp.shell.currentWidget.context.path") == nxt
+    finally:
+        lane.close_all()
+
+
+@pytest.mark.parametrize("name", LESSONS)
+def test_long_running_cells_show_progress(lesson_runs, name):
+    """A cell that runs longer than LONG_CELL_S in the browser shows progress as it goes
+    (course_utils.progress), so that a learner does not take it for a hang."""
+    run = lesson_runs(name)
+    # On a machine busy with other work everything takes longer: allow for it, not for slow cells.
+    limit = LONG_CELL_S * max(1.0, run.load)
+    slow = [(c["index"], round(c["seconds"], 1)) for c in run.solution["cells"]
+            if c.get("seconds") and c["seconds"] > limit and "progress(" not in c["source"]]
+    assert not slow, (f"{name}: cells (index, seconds) {slow} run for more than {limit:.0f} s without showing "
+                      "progress: loop with `for x in progress(xs, 'what it does')` from course_utils.progress")
+
+
+def test_screenshots_were_taken(lesson_runs):
+    for name in LESSONS:
+        shots = lesson_runs(name).shots
+        for key in ("solution", "student"):
+            assert shots[key].stat().st_size > 10_000, f"{shots[key]} is (nearly) empty"
+
+
+@pytest.mark.skipif("00-start-here" not in LESSONS, reason="no solutions/00-start-here")
+def test_start_here_finds_the_set_up_ready(lesson_runs):
+    """In the learners' JupyterLab, the start-here page's checks (course_utils.doctor) all pass:
+    the kernel has the course's packages, Graphviz is found, and the Validate button is there."""
+    run = lesson_runs("00-start-here").student
+    text = "".join(o["text"] for c in run["cells"] for o in c.get("outputs", []) if o["type"] == "stream")
+    assert "All set" in text, f"the start-here checks found a problem:\n{text[:2000]}"
+
+
+def test_no_uncaught_javascript_errors(lesson_runs, lanes):
+    """JupyterLab and the widgets raised no uncaught error in the pages while the lessons ran."""
+    for name in LESSONS:
+        lesson_runs(name)
+    errors = [e for lane in lanes for e in lane.errors]
+    assert not errors, "uncaught JavaScript errors:\n" + "\n".join(errors[:10])

@@ -1,0 +1,32 @@
+"""course_utils.grading: the parts that need no nbgrader run (the pipeline is tests/test_nbgrader.py)."""
+
+import pytest
+
+from course_utils.grading import mutant_rounds
+
+
+def students(rounds):
+    return [[m["student"] for m in r] for r in rounds]
+
+
+def test_rounds_put_one_mutant_per_exercise_and_leave_one_exercise_right():
+    ms = [dict(cell=c, student=f"{c}{i}") for c, n in (("a", 2), ("b", 1), ("c", 3)) for i in range(n)]
+    rounds = mutant_rounds(ms)
+    assert students(rounds) == [["a0", "b0"], ["a1", "c0"], ["c1"], ["c2"]]
+    for r in rounds:
+        cells = [m["cell"] for m in r]
+        assert len(cells) == len(set(cells)) <= 2
+    assert sorted(m["student"] for r in rounds for m in r) == sorted(m["student"] for m in ms)
+
+
+def test_rounds_keep_dependent_exercises_apart():
+    # d builds on a: a mutant of a also fails d, so d's own mutants never share a round with a's.
+    ms = [dict(cell="a", student="a0", also_fails=["d"]), dict(cell="d", student="d0"),
+          dict(cell="b", student="b0"), dict(cell="c", student="c0")]
+    rounds = mutant_rounds(ms)
+    assert students(rounds) == [["a0", "b0"], ["d0", "c0"]]
+
+
+@pytest.mark.parametrize("ms", [[], [dict(cell="a", student=1), dict(cell="a", student=2)]])
+def test_degenerate_cases(ms):
+    assert students(mutant_rounds(ms)) == [[m["student"]] for m in ms]
