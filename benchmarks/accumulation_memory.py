@@ -22,7 +22,6 @@ import argparse
 import os
 import platform
 import sys
-import time
 
 import torch
 
@@ -30,6 +29,7 @@ from course_utils.data import blobs
 from course_utils.devices import try_all_gpus
 from course_utils.memory import SavedTensors, cuda_peak_bytes
 from course_utils.models import MLP
+from timing import best_seconds  # benchmarks/timing.py, next to this script
 
 EFFECTIVE_BATCH = 256
 SIZES = [1, 2, 4, 8, 16, 32, 64, 128, 256]
@@ -57,20 +57,6 @@ def peak_saved_bytes(model, X, y, micro_batch_size, summed=False):
     return saved.peak_bytes
 
 
-def best_ms(fn, device, repeat):
-    """Best wall time of fn() in milliseconds over `repeat` runs, synchronising CUDA."""
-    best = float("inf")
-    for _ in range(repeat):
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        start = time.perf_counter()
-        fn()
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        best = min(best, time.perf_counter() - start)
-    return 1e3 * best
-
-
 def run(device, repeat):
     torch.manual_seed(0)
     model = MLP(4, [256, 256], lr=0.1, num_inputs=20).to(device)
@@ -87,8 +73,8 @@ def run(device, repeat):
         if cuda:
             row += f" {cuda_peak_bytes(lambda: accumulate(model, X, y, b), device):>12}"
             row += f" {cuda_peak_bytes(lambda: accumulate(model, X, y, b, summed=True), device):>13}"
-        row += f" {best_ms(lambda: accumulate(model, X, y, b), device, repeat):>9.2f}"
-        row += f" {best_ms(lambda: accumulate(model, X, y, b, summed=True), device, repeat):>10.2f}"
+        row += f" {1e3 * best_seconds(lambda: accumulate(model, X, y, b), repeat, device):>9.2f}"
+        row += f" {1e3 * best_seconds(lambda: accumulate(model, X, y, b, summed=True), repeat, device):>10.2f}"
         print(row, flush=True)
     print(f"\nfixed b = 32: {'k':>2} {'saved: accum':>13} {'saved: summed':>14}")
     for k in (1, 2, 4, 8):

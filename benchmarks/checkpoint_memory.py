@@ -22,13 +22,13 @@ import math
 import os
 import platform
 import sys
-import time
 
 import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint_sequential
 
 from course_utils.memory import cpu_peak_bytes, cuda_peak_bytes
+from timing import best_seconds  # benchmarks/timing.py, next to this script
 
 
 @contextlib.contextmanager
@@ -79,19 +79,6 @@ def make_step(model: nn.Sequential, x: torch.Tensor, segments: int):
     return step
 
 
-def best_time(step, reps: int, device: torch.device) -> float:
-    times = []
-    for _ in range(reps):
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        start = time.perf_counter()
-        step()
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        times.append(time.perf_counter() - start)
-    return min(times)
-
-
 def peaks(step, device: torch.device) -> tuple[int, int | None]:
     """(peak bytes, the profiler's peak bytes or None): tensors on the CPU, the allocator on CUDA."""
     if device.type == "cuda":
@@ -124,7 +111,7 @@ def report(device: torch.device, B: int, d: int, reps: int) -> None:
     forwards = [0]
     for blk in model:
         blk.register_forward_pre_hook(lambda module, args: forwards.__setitem__(0, forwards[0] + 1))
-    t_forward = best_time(lambda: model(x), reps, device)
+    t_forward = best_seconds(lambda: model(x), reps, device)
     print(f"\nn = {n}: peak and time against segments (forward alone: {t_forward * 1e3:.2f} ms)")
     print(f"{'segments':>8} {'peak':>8} {'s + n/s':>8}" + (f" {'profiler':>9}" if cross else "")
           + f" {'block fwd':>10} {'time (ms)':>10} {'vs plain':>9}")
@@ -139,7 +126,7 @@ def report(device: torch.device, B: int, d: int, reps: int) -> None:
     times = [math.inf] * len(steps)
     for _ in range(reps):  # round robin: a busy moment of the machine does not hit one count only
         for k, step in enumerate(steps):
-            times[k] = min(times[k], best_time(step, 1, device))
+            times[k] = min(times[k], best_seconds(step, 1, device))
     t_plain = times[0]
     for s, (peak, prof, counted), t in zip(counts, rows, times):
         model_peak = n + 1 if s == 1 else s + n // s
