@@ -21,8 +21,26 @@ c.ClearSolutions.code_stub = {
 }
 c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
 
-# Grading runs learners' code: every cell gets a time limit, and the kernel is interrupted
-# (not left running) when it passes it. Lessons run in seconds; 60 s per cell is generous.
+# Grading runs learners' code, so `nbgrader autograde` does not run it in nbgrader's own kernel:
+# course_utils.hardened.HardenedExecute takes the place of nbgrader's Execute step. It runs the
+# learner's answer cells in a sandbox (a separate user without network that cannot see this folder,
+# when grading as root; resource limits always), with a time limit per cell and per notebook, and
+# decides each test cell outside the sandbox: the hidden tests' expected values are computed from
+# solutions/ in a separate process and never reach the learner's code. Outcomes become the test
+# cells' outputs, which nbgrader scores as usual (an error output = no points).
+from course_utils.hardened import HardenedExecute  # noqa: E402
+from nbconvert.preprocessors import ClearMetadataPreprocessor  # noqa: E402
+from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, ClearHiddenTests,  # noqa: E402
+                                    GetGrades, IgnorePattern, LimitOutput, SaveAutoGrades)
+from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor  # noqa: E402
+
+c.Autograde.autograde_preprocessors = [HardenedExecute, IgnorePattern, ClearMetadataPreprocessor, LimitOutput,
+                                       SaveAutoGrades, AssignLatePenalties, CheckCellMetadata]
+c.HardenedExecute.cell_seconds = 60        # lessons run in seconds; 60 s per cell is generous
+c.HardenedExecute.notebook_seconds = 600
+# Feedback shows each test's outcome, never the hidden tests' code.
+c.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTests, CSSHTMLHeaderPreprocessor]
+# `nbgrader validate` and the Validate button run the student's own notebook in a normal kernel.
 c.Execute.timeout = 60
 c.Execute.interrupt_on_timeout = True
 c.Execute.allow_errors = True

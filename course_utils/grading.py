@@ -103,6 +103,16 @@ def replace_solution(nb: nbformat.NotebookNode, grade_id: str, old: str, new: st
     return nb
 
 
+def with_answer(nb: nbformat.NotebookNode, grade_id: str, source: str) -> nbformat.NotebookNode:
+    """A copy of nb whose solution cell `grade_id` holds `source` (another learner's answer)."""
+    nb = nbformat.from_dict(nb)
+    cells = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id]
+    if len(cells) != 1 or not cells[0].metadata.nbgrader.get("solution"):
+        raise ValueError(f"no solution cell {grade_id!r}")
+    cells[0].source = source
+    return nb
+
+
 def mutant_rounds(mutants: list[dict]) -> list[list[dict]]:
     """Group wrong answers into submissions, so one autograde run checks several exercises.
 

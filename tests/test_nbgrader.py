@@ -33,6 +33,16 @@ def mutants(name: str) -> list[dict]:
 
 MUTANTS = {name: mutants(name) for name in GRADED}
 
+
+def alternates(name: str) -> list[dict]:
+    """Second, differently written correct answers, from tests/alternates/NAME.json: each names the
+    solution cell ("cell"), its whole new source ("source") and how it differs ("note")."""
+    path = ROOT / "tests" / "alternates" / f"{name}.json"
+    return json.loads(path.read_text()) if path.exists() else []
+
+
+ALTERNATES = {name: alternates(name) for name in GRADED}
+
 pytestmark = pytest.mark.slow
 
 
@@ -62,6 +72,11 @@ def grade_lesson(where, name):
         for m in group:
             nb = grading.replace_solution(nb, m["cell"], m["old"], m["new"])
         grading.submit(where, f"mutants{r}", name, nb)
+    if ALTERNATES[name]:
+        nb = solved
+        for a in ALTERNATES[name]:
+            nb = grading.with_answer(nb, a["cell"], a["source"])
+        grading.submit(where, "alternate", name, nb)
     grading.autograde(where, name)
     return (grading.scores(where, name), grading.cell_scores(where, name), grading.feedback(where, name), rounds)
 
@@ -124,14 +139,31 @@ def test_untouched_student_notebook_scores_zero(graded, name):
     assert "Exercise not attempted yet" in feedback["untouched"]
 
 
+def exercises(name: str) -> set[str]:
+    return {c.metadata.nbgrader.grade_id for c in nbformat.read(grading.notebook_path(ROOT, "solutions", name), 4).cells
+            if c.metadata.get("nbgrader", {}).get("solution")}
+
+
 @pytest.mark.parametrize("name", GRADED)
-def test_every_lesson_has_mutants(name):
-    found = MUTANTS[name]
-    assert len(found) >= 2, f"add wrong-answer mutants for {name} to tests/mutants/{name}.json"
-    exercises = {c.metadata.nbgrader.grade_id for c in nbformat.read(grading.notebook_path(ROOT, "solutions", name), 4).cells
-                 if c.metadata.get("nbgrader", {}).get("solution")}
-    untested = exercises - {m["cell"] for m in found}
-    assert not untested, f"exercises of {name} with no mutant in tests/mutants/{name}.json: {sorted(untested)}"
+def test_every_exercise_has_two_mutants(name):
+    count = {e: sum(m["cell"] == e for m in MUTANTS[name]) for e in exercises(name)}
+    few = {e: n for e, n in count.items() if n < 2}
+    assert not few, f"exercises of {name} with fewer than two wrong answers in tests/mutants/{name}.json: {few}"
+
+
+@pytest.mark.parametrize("name", GRADED)
+def test_every_exercise_has_a_second_correct_solution(name):
+    missing = exercises(name) - {a["cell"] for a in ALTERNATES[name]}
+    assert not missing, f"exercises of {name} with no second correct answer in tests/alternates/{name}.json: {sorted(missing)}"
+
+
+@pytest.mark.parametrize("name", GRADED)
+def test_second_correct_solution_scores_full_marks(graded, name):
+    if not ALTERNATES[name]:
+        pytest.fail(f"no tests/alternates/{name}.json")
+    scores, cells, *_ = graded(name)
+    wrong = {c: v for c, v in cells["alternate"].items() if v[0] < v[1]}
+    assert not wrong, f"the second correct answers of {name} lost points: {wrong}"
 
 
 @pytest.mark.parametrize("name, mutant", [(n, m) for n in GRADED for m in MUTANTS[n]],

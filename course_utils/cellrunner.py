@@ -1,0 +1,131 @@
+"""The process that runs a notebook's cells for the grader: `python -m course_utils.cellrunner MODE FD`.
+
+Started by course_utils.sandbox, one per submission (MODE=learner, inside the sandbox) and one per
+lesson (MODE=reference, the instructor's solution). It reads one JSON command per line on stdin
+and answers one JSON line on file descriptor FD:
+
+    {"op": "cell", "id": 7, "gid": "l01_x_test", "source": "..."}  -> {"id": 7, "error": null | "NameError", "obs": ...}
+    {"op": "judge", "gid": "l01_x_test", "obs": ...}               -> {"gid": ..., "ok": bool, "message": "..."}
+
+Cells run in IPython's InteractiveShell (magics work, no kernel); stdout and stderr go nowhere. In
+learner mode a test cell's grade() sends encode(probe()) and nothing else; in reference mode it keeps
+expect() and judge for the "judge" command. The learner's code can write anything on FD, but the
+grader accepts one answer for the cell it sent, and only plain data in it.
+"""
+
+import json
+import os
+import sys
+import types
+
+from course_utils import judging
+
+def _error_name(exc: BaseException | None) -> str | None:
+    """The exception's type name if it is a built-in one (or AssertionError from a check), else a
+    generic phrase: a learner-made class name must not carry text into feedback."""
+    if exc is None:
+        return None
+    import builtins
+    name = type(exc).__name__
+    if getattr(builtins, name, None) is type(exc):
+        return name
+    return "an exception of the code's own type"
+
+
+class Session:
+    def __init__(self, mode: str):
+        self.mode = mode
+        self.gid = None
+        self.obs = None
+        self.problem = None
+        self.registry: dict[str, tuple] = {}
+
+    def grade(self, probe, expect, judge):
+        if self.obs is not None or self.problem is not None:
+            return  # one grade() per test cell
+        if self.mode == "learner":
+            try:
+                self.obs = judging.encode(judging.run_probe(probe))
+            except ValueError as e:
+                self.problem = str(e)
+            return
+        if not (callable(expect) and callable(judge)):
+            raise judging.GradingSetupError(f"{self.gid}: grade() needs expect and judge in the reference run")
+        got = judging.run_probe(probe)
+        want = judging.run_expect(expect)
+        for what, value in (("its own answer", got),
+                            ("its answer sent through JSON", judging.decode(json.loads(json.dumps(judging.encode(got)))))):
+            try:
+                judge(value, want)
+            except AssertionError as e:
+                raise judging.GradingSetupError(f"{self.gid}: the reference solution fails its judge on {what}: {e}") from None
+        self.registry[self.gid] = (want, _frozen(judge))
+        self.obs = judging.encode(got)
+
+
+def _frozen(fn):
+    """fn with its globals as they are now: later cells that reuse a name (CASES, inputs) must not
+    change what an earlier test cell's judge sees when it judges learners after the whole run."""
+    live = fn.__globals__
+    snapshot = dict(live)
+    for name, value in list(snapshot.items()):
+        if isinstance(value, types.FunctionType) and value.__globals__ is live:
+            copy = types.FunctionType(value.__code__, snapshot, value.__name__, value.__defaults__, value.__closure__)
+            copy.__kwdefaults__ = value.__kwdefaults__
+            snapshot[name] = copy
+    frozen = types.FunctionType(fn.__code__, snapshot, fn.__name__, fn.__defaults__, fn.__closure__)
+    frozen.__kwdefaults__ = fn.__kwdefaults__
+    return frozen
+
+
+def main(mode: str, fd: int) -> None:
+    os.environ.setdefault("MPLBACKEND", "Agg")
+    from IPython.core.interactiveshell import InteractiveShell
+
+    reply = os.fdopen(fd, "w", buffering=1)
+    session = Session(mode)
+    judging.session = session
+    shell = InteractiveShell.instance()
+    shell.showtraceback = lambda *a, **k: None  # tracebacks would go to stdout, which goes nowhere anyway
+
+    for line in sys.stdin:
+        cmd = json.loads(line)
+        if cmd["op"] == "exit":
+            break
+        if cmd["op"] == "cell":
+            session.gid, session.obs, session.problem = cmd.get("gid"), None, None
+            result = shell.run_cell(cmd["source"], store_history=True)
+            exc = result.error_before_exec or result.error_in_exec
+            answer = {"id": cmd["id"], "error": _error_name(exc), "obs": session.obs, "problem": session.problem}
+            if isinstance(exc, judging.GradingSetupError):
+                answer["setup_error"] = str(exc)
+            elif mode == "reference" and exc is not None:
+                answer["setup_error"] = f"{type(exc).__name__}: {exc}"
+        elif cmd["op"] == "judge":
+            answer = {"gid": cmd["gid"], **judge(session, cmd["gid"], cmd["obs"])}
+        else:
+            answer = {"error": f"unknown op {cmd['op']!r}"}
+        reply.write(json.dumps(answer) + "\n")
+
+
+def judge(session: Session, gid: str, data) -> dict:
+    """Decode a learner's observation and run the test cell's judge on it against the reference's expect()."""
+    if gid not in session.registry:
+        return {"ok": False, "message": "no hidden test was recorded for this cell in the reference run"}
+    want, judge_fn = session.registry[gid]
+    try:
+        got = judging.decode(data)
+    except (ValueError, TypeError, RuntimeError) as e:
+        return {"ok": False, "message": f"the grader could not read the values your code returned ({e})"}
+    try:
+        judge_fn(got, want)
+    except AssertionError as e:
+        return {"ok": False, "message": str(e)}
+    except Exception as e:  # noqa: BLE001 - a value of the wrong kind makes the comparison itself fail
+        return {"ok": False, "message": f"your code returned values that could not be compared with the expected ones "
+                                        f"({type(e).__name__}: {str(e)[:200]})"}
+    return {"ok": True, "message": ""}
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], int(sys.argv[2]))

@@ -1,0 +1,289 @@
+"""A limited process that runs a notebook's cells for the grader (course_utils.cellrunner inside).
+
+    with Worker("learner", Limits(), slot=3) as w:
+        w.send({"op": "cell", "id": 0, "gid": None, "source": "x = 1"}, timeout=60)   # -> {"id": 0, ...}
+
+What limits a learner's worker:
+- resource limits (setrlimit): address space, CPU seconds, file size, open files, no core dumps;
+- a wall-clock limit per command: past it the worker and everything it started get SIGKILL;
+- run as root (CI, a grading container): new network, mount and PID namespaces (util-linux
+  `unshare`): no network, tmpfs over the course directory, the home directory and /tmp (so no
+  solutions, gradebook, other submissions or grading files are visible; the Python environment and
+  course_utils are mounted back), /proc showing only its own processes, and everything killed with
+  it; then it drops to its own uid (60000 + slot, via `setpriv`) with a process limit, so sandboxes
+  cannot signal or read each other; a memory and process cgroup where the machine offers one;
+- otherwise (not root): limits and wall clock only; `isolation` says so and the grader warns.
+
+The worker's stdout and stderr go to /dev/null; answers come on a pipe of their own, one JSON line
+each, size-capped. The reference worker (the instructor's solution) gets limits but no sandbox.
+"""
+
+import json
+import os
+import resource
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import course_utils
+
+FIRST_UID = 60000
+
+
+@dataclass
+class Limits:
+    """Per worker. memory_bytes is address space per process (torch alone maps ~1.5 GB)."""
+    cell_seconds: float = 60
+    notebook_seconds: float = 600
+    memory_bytes: int = 6 * 2 ** 30
+    processes: int = 128
+    file_bytes: int = 64 * 2 ** 20
+    open_files: int = 512
+    reply_bytes: int = 32 * 2 ** 20
+
+    def __post_init__(self):
+        for name, value in vars(self).items():
+            if not (isinstance(value, (int, float)) and value > 0):
+                raise ValueError(f"Limits.{name} must be a positive number, got {value!r}")
+
+
+class WorkerDied(Exception):
+    """The worker ended, or was killed, before answering; str(e) says why in a learner's words."""
+
+
+def can_isolate() -> bool:
+    """True where the full sandbox is available: root, with util-linux unshare and setpriv."""
+    return os.geteuid() == 0 and shutil.which("unshare") is not None and shutil.which("setpriv") is not None
+
+
+_SETUP = r"""
+set -e
+uid=$1; shift
+i=0; keep=""
+while [ "$1" != "--hide" ]; do keep="$keep $1"; shift; done; shift
+hide=""
+while [ "$1" != "--" ]; do hide="$hide $1"; shift; done; shift
+mount -t tmpfs -o size=1m,mode=700 stage /dev/shm
+for k in $keep; do i=$((i+1)); mkdir -p /dev/shm/k$i; mount --bind "$k" /dev/shm/k$i; done
+for h in $hide; do [ -d "$h" ] && mount -t tmpfs -o size=256m,mode=755 hidden "$h"; done
+i=0
+for k in $keep; do i=$((i+1)); mkdir -p "$k"; mount --bind /dev/shm/k$i "$k"; umount /dev/shm/k$i; done
+umount /dev/shm
+mount -t tmpfs -o size=64m,mode=1777 shm /dev/shm
+mkdir -p /tmp/work && chown "$uid:$uid" /tmp/work && chmod 700 /tmp/work && cd /tmp/work
+export HOME=/tmp/work TMPDIR=/tmp/work
+exec setpriv --reuid="$uid" --regid="$uid" --clear-groups --no-new-privs --inh-caps=-all "$@"
+"""
+
+
+def _mount_plan() -> tuple[list[str], list[str]]:
+    """(paths to keep visible, paths to hide under tmpfs) for the learner's mount namespace."""
+    here = Path(course_utils.__file__).resolve().parent
+    root = here.parent
+    keep = {Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve(), here,
+            Path(sys.executable).resolve().parent.parent}
+    hide = {root, Path.home().resolve(), Path("/tmp"), Path("/var/tmp"), Path(os.getcwd()).resolve()}
+    hide = {h for h in hide if h != Path("/") and h.is_dir()}
+    # A directory to hide that holds the environment itself (a home-made venv) is hidden around it.
+    keep = sorted(str(k) for k in keep if any(k.is_relative_to(h) for h in hide))
+    return keep, sorted(str(h) for h in hide)
+
+
+class _Cgroup:
+    """A memory + pids cgroup (v2, or v1 controllers), where the machine lets us make one."""
+
+    def __init__(self, name: str, limits: Limits):
+        self.dirs: list[Path] = []
+        base = Path("/sys/fs/cgroup")
+        wants = ({"memory.max": limits.memory_bytes, "pids.max": limits.processes}
+                 if (base / "cgroup.controllers").exists() else None)
+        try:
+            if wants is not None:
+                d = base / name
+                d.mkdir()
+                self.dirs.append(d)
+                for k, v in wants.items():
+                    (d / k).write_text(str(v))
+            else:
+                for ctrl, k, v in (("memory", "memory.limit_in_bytes", limits.memory_bytes),
+                                   ("pids", "pids.max", limits.processes)):
+                    d = base / ctrl / name
+                    d.mkdir()
+                    self.dirs.append(d)
+                    (d / k).write_text(str(v))
+        except OSError:
+            self.remove()
+
+    def enter(self) -> None:
+        for d in self.dirs:
+            (d / "cgroup.procs").write_text(str(os.getpid()))
+
+    def kill(self) -> None:
+        for d in self.dirs:
+            if (d / "cgroup.kill").exists():
+                try:
+                    (d / "cgroup.kill").write_text("1")
+                except OSError:
+                    pass
+            try:
+                for pid in (d / "cgroup.procs").read_text().split():
+                    os.kill(int(pid), signal.SIGKILL)
+            except (OSError, ValueError):
+                pass
+
+    def remove(self) -> None:
+        for d in self.dirs:
+            try:
+                d.rmdir()
+            except OSError:
+                pass
+        self.dirs = []
+
+
+class Worker:
+    """One cellrunner process. mode "learner" is sandboxed; mode "reference" runs as the grader."""
+
+    def __init__(self, mode: str, limits: Limits | None = None, slot: int = 0, env: dict | None = None):
+        if mode not in ("learner", "reference"):
+            raise ValueError(f"mode must be 'learner' or 'reference', got {mode!r}")
+        if type(slot) is not int or not 0 <= slot < 5000:
+            raise ValueError(f"slot must be an int in [0, 5000), got {slot!r}")
+        self.mode, self.limits, self.slot = mode, limits or Limits(), slot
+        self.extra_env = dict(env or {})
+        self.proc = None
+        self.isolation = "none"
+        self._buffer = b""
+
+    def __enter__(self):
+        self.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.kill()
+
+    def start(self) -> None:
+        limits = self.limits
+        read_fd, write_fd = os.pipe()
+        self._tmp = tempfile.mkdtemp(prefix="course-worker-")
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8", "MPLBACKEND": "Agg",
+               "NBGRADER_EXECUTION": "autograde", "CUDA_VISIBLE_DEVICES": "", "PYTHONHASHSEED": "0",
+               "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "2"),
+               "HOME": self._tmp, "TMPDIR": self._tmp, "PYTHONDONTWRITEBYTECODE": "1", **self.extra_env}
+        command = [sys.executable, "-m", "course_utils.cellrunner", self.mode, str(write_fd)]
+        sandboxed = self.mode == "learner" and can_isolate()
+        uid = FIRST_UID + self.slot
+        if sandboxed:
+            keep, hide = _mount_plan()
+            command = ["unshare", "--net", "--mount", "--pid", "--fork", "--kill-child", "--mount-proc", "--",
+                       "/bin/sh", "-c", _SETUP, "sandbox", str(uid), *keep, "--hide", *hide, "--", *command]
+            self.isolation = f"full (uid {uid}, no network, private /tmp, course directory hidden)"
+        else:
+            self.isolation = "limits only" if self.mode == "learner" else "reference (trusted)"
+        self._cgroup = _Cgroup(f"course-sandbox-{os.getpid()}-{self.slot}", limits) if sandboxed else None
+        cgroup = self._cgroup
+
+        def limit():  # runs in the child between fork and exec
+            for which, value in ((resource.RLIMIT_AS, limits.memory_bytes),
+                                 (resource.RLIMIT_CPU, int(limits.notebook_seconds * 2)),
+                                 (resource.RLIMIT_FSIZE, limits.file_bytes),
+                                 (resource.RLIMIT_NOFILE, limits.open_files),
+                                 (resource.RLIMIT_CORE, 0)):
+                resource.setrlimit(which, (value, value))
+            if sandboxed:
+                resource.setrlimit(resource.RLIMIT_NPROC, (limits.processes, limits.processes))
+                if cgroup is not None:
+                    cgroup.enter()
+
+        self.proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL, pass_fds=(write_fd,), cwd=self._tmp, env=env,
+                                     preexec_fn=limit, start_new_session=True)
+        os.close(write_fd)
+        self._reply = read_fd
+        self._buffer = b""
+
+    def send(self, command: dict, timeout: float) -> dict:
+        """Send one command; return the worker's JSON answer. Raises WorkerDied (and kills the
+        worker) if it exits, passes `timeout` seconds, or answers with something that is not one
+        JSON object within the size limit."""
+        if self.proc is None or self.proc.poll() is not None:
+            raise WorkerDied(self._death_reason())
+        try:
+            self.proc.stdin.write((json.dumps(command) + "\n").encode())
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            self.kill()
+            raise WorkerDied(self._death_reason()) from None
+        import time
+        deadline = time.monotonic() + timeout
+        while b"\n" not in self._buffer:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self.kill()
+                raise WorkerDied(f"ran past the time limit of {timeout:.0f} s and was stopped")
+            ready, _, _ = select.select([self._reply], [], [], min(left, 1.0))
+            if not ready:
+                continue
+            chunk = os.read(self._reply, 1 << 20)
+            if not chunk:
+                self.proc.wait()
+                reason = self._death_reason()
+                self.kill()
+                raise WorkerDied(reason)
+            self._buffer += chunk
+            if len(self._buffer) > self.limits.reply_bytes:
+                self.kill()
+                raise WorkerDied(f"sent more than {self.limits.reply_bytes // 2 ** 20} MB to the grader and was stopped")
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        try:
+            answer = json.loads(line)
+        except (ValueError, UnicodeDecodeError):
+            answer = None
+        if type(answer) is not dict:
+            self.kill()
+            raise WorkerDied("sent the grader something that is not an answer and was stopped")
+        return answer
+
+    def _death_reason(self) -> str:
+        code = self.proc.poll() if self.proc else None
+        if code is None:
+            return "stopped answering"
+        if code < 0 or code > 128:
+            sig = -code if code < 0 else code - 128
+            name = signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else f"signal {sig}"
+            why = {"SIGSEGV": "a segmentation fault", "SIGKILL": "killed (out of memory or over a limit)",
+                   "SIGXCPU": "out of CPU time", "SIGXFSZ": "a file over the size limit",
+                   "SIGABRT": "an abort"}.get(name, name)
+            return f"the Python process crashed ({why})"
+        return f"the Python process exited (exit code {code}: os._exit, sys.exit from a thread, or a crash)"
+
+    def kill(self) -> None:
+        if self.proc is not None:
+            if self.proc.poll() is None:
+                try:
+                    os.killpg(self.proc.pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+            if self._cgroup is not None:
+                self._cgroup.kill()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+            for stream in (self.proc.stdin,):
+                try:
+                    stream.close()
+                except OSError:
+                    pass
+            if self._cgroup is not None:
+                self._cgroup.remove()
+            try:
+                os.close(self._reply)
+            except OSError:
+                pass
+            shutil.rmtree(self._tmp, ignore_errors=True)
+            self.proc = None
