@@ -96,6 +96,20 @@ def run_expect(expect: Callable[[], object]) -> object:
     return expect()
 
 
+def raised(fn: Callable, *args, **kwargs) -> tuple[str, ...] | None:
+    """For a probe: what fn(*args, **kwargs) raised, as plain data.
+
+    Returns None when fn returned normally, else the names of the exception's classes, most
+    specific first (("ValueError", "Exception", "BaseException", "object")), so a judge can ask
+    `"ValueError" in got` as check_raises accepts subclasses.
+    """
+    try:
+        fn(*args, **kwargs)
+    except Exception as e:  # noqa: BLE001 - what was raised is the observation
+        return tuple(c.__name__ for c in type(e).__mro__)
+    return None
+
+
 # ---------------------------------------------------------------------------------------------
 # Observations as JSON-ready data, and back.
 
