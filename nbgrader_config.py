@@ -28,12 +28,17 @@ c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
 # decides each test cell outside the sandbox: the hidden tests' expected values are computed from
 # solutions/ in a separate process and never reach the learner's code. Outcomes become the test
 # cells' outputs, which nbgrader scores as usual (an error output = no points).
-from course_utils.hardened import HardenedExecute  # noqa: E402
+from course_utils.hardened import HardenedExecute, SanitizeSubmission  # noqa: E402
 from nbconvert.preprocessors import ClearMetadataPreprocessor  # noqa: E402
 from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, ClearHiddenTests,  # noqa: E402
-                                    GetGrades, IgnorePattern, LimitOutput, SaveAutoGrades)
+                                    ClearOutput, DeduplicateIds, GetGrades, IgnorePattern, LimitOutput,
+                                    OverwriteCells, OverwriteKernelspec, SaveAutoGrades)
 from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor  # noqa: E402
 
+# A submission is first rebuilt as the release plus the learner's answer cells, so forged, renamed or
+# deleted cells cannot make nbgrader reject it (or count them).
+c.Autograde.sanitize_preprocessors = [SanitizeSubmission, ClearOutput, DeduplicateIds, OverwriteKernelspec,
+                                      OverwriteCells, CheckCellMetadata]
 c.Autograde.autograde_preprocessors = [HardenedExecute, IgnorePattern, ClearMetadataPreprocessor, LimitOutput,
                                        SaveAutoGrades, AssignLatePenalties, CheckCellMetadata]
 c.HardenedExecute.cell_seconds = 60        # lessons run in seconds; 60 s per cell is generous

@@ -4,7 +4,8 @@ Started by course_utils.sandbox, one per submission (MODE=learner, inside the sa
 lesson (MODE=reference, the instructor's solution). It reads one JSON command per line on stdin
 and answers one JSON line on file descriptor FD:
 
-    {"op": "cell", "id": 7, "gid": "l01_x_test", "source": "..."}  -> {"id": 7, "error": null | "NameError", "obs": ...}
+    {"op": "cell", "id": 7, "gid": "l01_x_test", "source": "...", "resilient": true}
+        -> {"id": 7, "error": null | "NameError", "obs": ...}   (resilient: one statement at a time, going on past errors)
     {"op": "judge", "gid": "l01_x_test", "obs": ...}               -> {"gid": ..., "ok": bool, "message": "..."}
 
 Cells run in IPython's InteractiveShell (magics work, no kernel); stdout and stderr go nowhere. In
@@ -44,10 +45,11 @@ class Session:
         if self.obs is not None or self.problem is not None:
             return  # one grade() per test cell
         if self.mode == "learner":
+            got = judging.run_probe(probe)  # the learner's exceptions propagate: the cell fails
             try:
-                self.obs = judging.encode(judging.run_probe(probe))
-            except ValueError as e:
-                self.problem = str(e)
+                self.obs = judging.encode(got)
+            except ValueError:
+                self.problem = "too large"
             return
         if not (callable(expect) and callable(judge)):
             raise judging.GradingSetupError(f"{self.gid}: grade() needs expect and judge in the reference run")
@@ -61,6 +63,21 @@ class Session:
                 raise judging.GradingSetupError(f"{self.gid}: the reference solution fails its judge on {what}: {e}") from None
         self.registry[self.gid] = (want, _frozen(judge))
         self.obs = judging.encode(got)
+
+
+def _statements(source: str) -> list[str]:
+    """A test cell's top-level statements, run one by one in the learner's worker: a visible
+    check that fails must not keep the hidden test below it from running (its judge says more)."""
+    import ast
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return [source]
+    parts = []
+    for node in tree.body:
+        decorators = "".join(f"@{ast.get_source_segment(source, d)}\n" for d in getattr(node, "decorator_list", []))
+        parts.append(decorators + ast.get_source_segment(source, node))
+    return parts or [source]
 
 
 def _frozen(fn):
@@ -94,8 +111,10 @@ def main(mode: str, fd: int) -> None:
             break
         if cmd["op"] == "cell":
             session.gid, session.obs, session.problem = cmd.get("gid"), None, None
-            result = shell.run_cell(cmd["source"], store_history=True)
-            exc = result.error_before_exec or result.error_in_exec
+            exc = None
+            for part in _statements(cmd["source"]) if cmd.get("resilient") else [cmd["source"]]:
+                result = shell.run_cell(part, store_history=True)
+                exc = exc or result.error_before_exec or result.error_in_exec
             answer = {"id": cmd["id"], "error": _error_name(exc), "obs": session.obs, "problem": session.problem}
             if isinstance(exc, judging.GradingSetupError):
                 answer["setup_error"] = str(exc)

@@ -125,7 +125,7 @@ def learner_version(test_source: str) -> str:
 # ---------------------------------------------------------------------------------------------
 # A submission: only the answer cells' text is used
 
-def read_answers(data, lesson: Lesson) -> tuple[dict[str, str], list[str]]:
+def read_answers(data, lesson: "Lesson | set[str]") -> tuple[dict[str, str], list[str]]:
     """The learner's source for each answer cell of `lesson`, and notes on what was odd.
 
     Input: the submission as bytes/str (a file's content) or an already parsed dict / NotebookNode.
@@ -147,7 +147,7 @@ def read_answers(data, lesson: Lesson) -> tuple[dict[str, str], list[str]]:
                 c.setdefault("source", c.get("input", ""))
         else:
             return {}, ["the submitted file is not a notebook (no list of cells)"]
-    wanted = {c.gid for c in lesson.answers}
+    wanted = set(lesson) if isinstance(lesson, set) else {c.gid for c in lesson.answers}
     answers: dict[str, str] = {}
     for c in cells:
         if not isinstance(c, dict) or c.get("cell_type") != "code":
@@ -279,15 +279,16 @@ def grade_answers(lesson: Lesson, reference: Reference, answers: dict[str, str],
                     died = (i, f"the whole notebook ran past its time limit of {limits.notebook_seconds:.0f} s")
                     break
                 try:
-                    answer = worker.send({"op": "cell", "id": i, "gid": cell.gid, "source": source},
-                                         timeout=min(limits.cell_seconds, left))
+                    answer = worker.send({"op": "cell", "id": i, "gid": cell.gid, "source": source,
+                                          "resilient": cell.kind == "test"}, timeout=min(limits.cell_seconds, left))
                 except WorkerDied as e:
                     died = (i, str(e))
                     break
                 if answer.get("id") != i:
                     died = (i, "the grader got an answer for another cell")
                     break
-                if cell.kind == "answer" and answer.get("error"):
+                answer["error"] = _error_name(answer.get("error"))
+                if cell.kind == "answer" and answer["error"]:
                     cell_errors[cell.gid] = answer["error"]
                 if cell.kind == "test" and cell.gid not in outcomes:
                     outcomes[cell.gid] = _judge_test(lesson, reference, cell, answer, stubbed, untried, cell_errors)
@@ -309,6 +310,19 @@ def grade_answers(lesson: Lesson, reference: Reference, answers: dict[str, str],
     return Result(student, lesson.name, ordered, notes, time.monotonic() - start)
 
 
+def _error_name(name) -> str | None:
+    """What the learner's worker says was raised, as feedback may show it: a built-in exception's
+    name, or a generic phrase (anything the worker sends is learner-controlled text)."""
+    import builtins
+    if name is None:
+        return None
+    if type(name) is str and re.fullmatch(r"[A-Za-z_]\w{0,40}", name):
+        cls = getattr(builtins, name, None)
+        if isinstance(cls, type) and issubclass(cls, BaseException):
+            return name
+    return "an exception of the code's own type"
+
+
 def _judge_test(lesson, reference, cell, answer, stubbed, untried, cell_errors) -> Outcome:
     points = cell.points
     ex = cell.exercise
@@ -322,7 +336,8 @@ def _judge_test(lesson, reference, cell, answer, stubbed, untried, cell_errors) 
         if ex in cell_errors:
             why = f"your answer cell raised {cell_errors[ex]}, so its function was not defined"
         elif answer.get("problem"):
-            why = f"your code's results could not be sent to the grader: {answer['problem']}"
+            why = ("your code's results could not be sent to the grader: too large (over 2 million numbers), "
+                   "too deeply nested, or a string of over 10,000 characters")
         elif answer.get("error"):
             why = (f"the test raised {answer['error']} while running your code"
                    + (" (the visible test above the hidden ones failed, or your code raised it)" if answer["error"] == "AssertionError" else ""))
@@ -356,6 +371,30 @@ def reference_for(path: Path, limits: Limits) -> Reference:
 try:
     from nbgrader.preprocessors import NbGraderPreprocessor
     from traitlets import Float, Integer
+
+    class SanitizeSubmission(NbGraderPreprocessor):
+        """The first of nbgrader's sanitizing steps: the submission is rebuilt as the released
+        notebook with the learner's answer cells put in (found by grade id). Forged, renamed,
+        duplicated or deleted cells, odd metadata and other editors' formats then never reach
+        nbgrader's own checks, which would fail the whole submission over them."""
+
+        def preprocess(self, nb, resources):
+            import nbformat
+            from nbgrader.coursedir import CourseDirectory
+
+            coursedir = CourseDirectory(config=self.config)
+            info = resources["nbgrader"]
+            release = Path(coursedir.format_path(coursedir.release_directory, ".", info["assignment"])) / f"{info['notebook']}.ipynb"
+            clean = nbformat.read(release, as_version=4)
+            wanted = {c.metadata.nbgrader.grade_id for c in clean.cells if c.metadata.get("nbgrader", {}).get("solution")}
+            answers, notes = read_answers(json.loads(json.dumps(nb)), wanted)
+            for note in notes:
+                self.log.warning("%s: %s", info["student"], note)
+            for cell in clean.cells:
+                gid = cell.metadata.get("nbgrader", {}).get("grade_id")
+                if cell.metadata.get("nbgrader", {}).get("solution") and gid in answers:
+                    cell.source = answers[gid]
+            return clean, resources
 
     class HardenedExecute(NbGraderPreprocessor):
         """nbgrader's Execute step, replaced: the notebook's answers run in course_utils' sandbox and

@@ -157,7 +157,7 @@ class Worker:
         self.extra_env = dict(env or {})
         self.proc = None
         self.isolation = "none"
-        self._buffer = b""
+        self._buffer = bytearray()
 
     def __enter__(self):
         self.start()
@@ -204,7 +204,7 @@ class Worker:
                                      preexec_fn=limit, start_new_session=True)
         os.close(write_fd)
         self._reply = read_fd
-        self._buffer = b""
+        self._buffer = bytearray()
 
     def send(self, command: dict, timeout: float) -> dict:
         """Send one command; return the worker's JSON answer. Raises WorkerDied (and kills the
@@ -220,7 +220,9 @@ class Worker:
             raise WorkerDied(self._death_reason()) from None
         import time
         deadline = time.monotonic() + timeout
-        while b"\n" not in self._buffer:
+        scanned = 0
+        while b"\n" not in self._buffer[scanned:]:
+            scanned = len(self._buffer)
             left = deadline - time.monotonic()
             if left <= 0:
                 self.kill()
@@ -238,7 +240,9 @@ class Worker:
             if len(self._buffer) > self.limits.reply_bytes:
                 self.kill()
                 raise WorkerDied(f"sent more than {self.limits.reply_bytes // 2 ** 20} MB to the grader and was stopped")
-        line, self._buffer = self._buffer.split(b"\n", 1)
+        cut = self._buffer.index(b"\n")
+        line = bytes(self._buffer[:cut])
+        del self._buffer[:cut + 1]
         try:
             answer = json.loads(line)
         except (ValueError, UnicodeDecodeError):

@@ -1,0 +1,497 @@
+"""The hardened grader against a corpus of adversarial and broken submissions.
+
+Every submission is a version of the fixture lesson (tests/fixtures/99-fixture: exercises scale
+2 points, square_grad 2 points, count_positive 1 point) and states what it must score, exercise by
+exercise, and words the reason must contain. Cheats, crashes, floods and broken files are graded by
+course_utils.hardened with one reference run; the last tests drive the same grader through
+`nbgrader autograde` and through `python -m course_utils.hardened` on a folder.
+"""
+
+import copy
+import csv
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from course_utils import grading, hardened
+from course_utils.sandbox import Limits, can_isolate
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURE = ROOT / "tests" / "fixtures" / "99-fixture" / "99-fixture.ipynb"
+LIMITS = Limits(cell_seconds=10, notebook_seconds=60, memory_bytes=2 * 2 ** 30, processes=64)
+FULL = {"fx_scale_test": 2.0, "fx_grad_test": 2.0, "fx_count_test": 1.0}
+
+SCALE_OK = "def scale(x, k):\n    return x * k\n"
+GRAD_OK = "def square_grad(x):\n    return 2 * x\n"
+COUNT_OK = "def count_positive(xs):\n    return sum(1 for v in xs if v > 0)\n"
+OK = {"fx_scale": SCALE_OK, "fx_grad": GRAD_OK, "fx_count": COUNT_OK}
+
+pytestmark = pytest.mark.slow
+
+
+def release() -> nbformat.NotebookNode:
+    """The fixture as a learner receives it: answers are stubs, hidden tests are gone."""
+    nb = nbformat.read(FIXTURE, as_version=4)
+    for cell in nb.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if meta.get("solution"):
+            cell.source = cell.source.split("### BEGIN SOLUTION")[0] + "    " + hardened.STUB
+        elif meta.get("grade"):
+            cell.source = cell.source.split("### BEGIN HIDDEN TESTS")[0]
+    return nb
+
+
+def notebook(**answers) -> nbformat.NotebookNode:
+    """The release with answer cells filled in: OK answers unless given (None keeps the stub)."""
+    nb = release()
+    chosen = {**OK, **answers}
+    for cell in nb.cells:
+        gid = cell.metadata.get("nbgrader", {}).get("grade_id")
+        if gid in chosen and chosen[gid] is not None:
+            cell.source = chosen[gid]
+    return nb
+
+
+def dumps(nb) -> bytes:
+    return nbformat.writes(nb).encode()
+
+
+def cell_of(nb, gid):
+    return next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == gid)
+
+
+def edited(edit, **answers) -> bytes:
+    nb = notebook(**answers)
+    edit(nb)
+    return dumps(nb)
+
+
+def scores(**changes) -> dict:
+    return {**FULL, **changes}
+
+
+# --- the corpus -----------------------------------------------------------------------------------
+# name -> (submission bytes or a function of the test's tmp path returning them, expected scores,
+#          words the reasons must contain, needs the full sandbox)
+
+def _no_ids() -> bytes:
+    nb = json.loads(dumps(notebook()))
+    nb["nbformat_minor"] = 4
+    for c in nb["cells"]:
+        c.pop("id", None)
+    return json.dumps(nb).encode()
+
+
+def _other_editor() -> bytes:
+    nb = json.loads(dumps(notebook()))
+    nb["metadata"] = {"vscode": {"interpreter": {"hash": "abc"}}, "language_info": {"name": "python"}}
+    for c in nb["cells"]:
+        c["source"] = "".join(c["source"])  # one string, as some editors save it (Jupyter writes a list of lines)
+        c["metadata"]["vscode"] = {"languageId": "python"}
+        if c["cell_type"] == "code":
+            c["outputs"], c["execution_count"] = [{"output_type": "stream", "name": "stdout", "text": ["hi\n"]}], 3
+    return json.dumps(nb, indent=4).encode()
+
+
+def _forged_grade_cell(nb):
+    forged = nbformat.v4.new_code_cell("pass", metadata={"nbgrader": {
+        "grade": True, "solution": False, "locked": True, "grade_id": "fx_bonus", "points": 100, "schema_version": 3}})
+    nb.cells.append(forged)
+    cell_of(nb, "fx_count_test").metadata["nbgrader"]["points"] = 100
+
+
+def _duplicated_and_deleted_tests(nb):
+    nb.cells.insert(5, copy.deepcopy(cell_of(nb, "fx_scale_test")))
+    nb.cells.remove(cell_of(nb, "fx_grad_test"))
+
+
+def _renamed_answer(nb):
+    cell_of(nb, "fx_scale").metadata["nbgrader"]["grade_id"] = "my_scale"
+
+
+def _duplicated_answer(nb):
+    first = copy.deepcopy(cell_of(nb, "fx_scale"))
+    first.source = "def scale(x, k):\n    return x + k\n"
+    nb.cells.insert(nb.cells.index(cell_of(nb, "fx_scale")), first)
+
+
+def _edited_lesson_cell(nb):
+    lesson = next(c for c in nb.cells if c.source.startswith("doubled = scale"))
+    lesson.source = "import os\nos._exit(1)"
+
+
+def _source_not_text() -> bytes:
+    nb = json.loads(dumps(notebook()))
+    next(c for c in nb["cells"] if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == "fx_count")["source"] = 12
+    return json.dumps(nb).encode()
+
+
+TRANSFORMER_EMPTIES_CELLS = SCALE_OK + """
+get_ipython().input_transformers_cleanup.append(lambda lines: [] if any("grade(" in l or "check_" in l for l in lines) else lines)
+"""
+AST_TRANSFORMER = """import ast
+
+class NoTests(ast.NodeTransformer):
+    def visit_Assert(self, node):
+        return None
+    def visit_Expr(self, node):
+        return None
+
+get_ipython().ast_transformers.append(NoTests())
+
+def scale(x, k):
+    return 0.0
+"""
+PATCH_CHECKS = """import course_utils.checks as checks
+import torch
+for name in ("check_float", "check_floats", "check_tensor", "check_raises"):
+    setattr(checks, name, lambda *a, **k: None)
+globals()["check_float"] = globals()["check_tensor"] = lambda *a, **k: None
+torch.allclose = lambda *a, **k: True
+torch.Tensor.__eq__ = lambda self, other: torch.ones_like(self, dtype=torch.bool)
+
+def scale(x, k):
+    return 0.0
+"""
+EQ_OBJECTS = """class Anything(float):
+    def __eq__(self, other):
+        return True
+    def __ne__(self, other):
+        return False
+    __hash__ = float.__hash__
+
+def scale(x, k):
+    return Anything(0.0)
+"""
+TENSOR_SUBCLASS = """import torch
+
+class Agreeable(torch.Tensor):
+    def __eq__(self, other):
+        return torch.ones_like(other, dtype=torch.bool)
+
+def square_grad(x):
+    return torch.zeros_like(x).as_subclass(Agreeable)
+"""
+GRADE_REPLACED = SCALE_OK.replace("x * k", "x + k") + """
+grade = lambda *args, **kwargs: None
+import course_utils.judging as judging
+judging.grade = grade
+"""
+FORGED_OBSERVATION = """import course_utils.judging as judging
+
+class Forger:
+    def grade(self, probe, expect, judge):
+        judging.session.obs = judging.encode([6.0, 6.0, 6.0, 6.0])
+judging.session.grade = Forger().grade
+
+def scale(x, k):
+    return 6.0
+"""
+REPLY_FLOOD = SCALE_OK + """import os, sys
+os.write(int(sys.argv[-1]), b'{"id": 999, "obs": null}\\n')
+"""
+RAW_FLOOD = COUNT_OK + """import os, sys
+os.write(int(sys.argv[-1]), b"x" * (40 * 2 ** 20))
+"""
+EXFILTRATE = """import linecache
+
+def square_grad(x):
+    text = "".join("".join(v[2]) for v in linecache.cache.values() if isinstance(v, tuple) and len(v) > 2)
+    raise ValueError(text[-3000:])
+"""
+STRING_EXFILTRATE = """import linecache
+
+def count_positive(xs):
+    return "".join("".join(v[2]) for v in linecache.cache.values() if isinstance(v, tuple) and len(v) > 2)[-500:]
+"""
+
+
+def _reads_solutions_and_writes_gradebook(tmp: Path) -> bytes:
+    canary = tmp / "gradebook.db"
+    canary.write_text("scores")
+    reads = f"""import os
+try:
+    SOURCE = open({str(FIXTURE)!r}).read()
+except OSError:
+    SOURCE = ""
+
+def scale(x, k):
+    return x * k if "BEGIN SOLUTION" in SOURCE else 0.0
+"""
+    writes = f"""import os
+try:
+    with open({str(canary)!r}, "w") as f:
+        f.write("everyone gets 100")
+    WROTE = True
+except OSError:
+    WROTE = False
+
+def square_grad(x):
+    return 2 * x if WROTE else 0 * x
+"""
+    return dumps(notebook(fx_scale=reads, fx_grad=writes))
+
+
+def _network(tmp: Path) -> bytes:
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    _network.server = server  # kept open while the corpus is graded
+    port = server.getsockname()[1]
+    return dumps(notebook(fx_count=f"""import socket
+try:
+    socket.create_connection(("127.0.0.1", {port}), timeout=2).close()
+    ONLINE = True
+except OSError:
+    ONLINE = False
+
+def count_positive(xs):
+    return sum(1 for v in xs if v > 0) if ONLINE else -1
+"""))
+
+
+def _kills_the_grader(tmp: Path) -> bytes:
+    return dumps(notebook(fx_scale=SCALE_OK + f"""import os, signal
+for pid in ({os.getpid()}, {os.getppid()}):
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except OSError:
+        pass
+"""))
+
+
+CORPUS = {
+    # name: (submission, expected scores, reason words, needs the full sandbox)
+    "solved": (dumps(notebook()), FULL, [], False),
+    "untouched": (dumps(release()), scores(fx_scale_test=0, fx_grad_test=0, fx_count_test=0), ["not attempted"], False),
+    "wrong answer": (dumps(notebook(fx_scale="def scale(x, k):\n    return x + k\n")), scores(fx_scale_test=0),
+                     ["x + k instead of x * k"], False),
+    "patches checks, torch and AssertionError": (dumps(notebook(fx_scale=PATCH_CHECKS)), scores(fx_scale_test=0),
+                                                 ["is 0, expected"], False),
+    "float subclass equal to everything": (dumps(notebook(fx_scale=EQ_OBJECTS)), scores(fx_scale_test=0),
+                                           ["got Anything"], False),
+    "tensor subclass equal to everything": (dumps(notebook(fx_grad=TENSOR_SUBCLASS)), scores(fx_grad_test=0),
+                                            ["should be a torch.Tensor, got Agreeable"], False),
+    "input transformer empties the tests": (dumps(notebook(fx_scale=TRANSFORMER_EMPTIES_CELLS)),
+                                            scores(fx_scale_test=0, fx_grad_test=0, fx_count_test=0),
+                                            ["hidden tests did not run"], False),
+    "AST transformer drops asserts and calls": (dumps(notebook(fx_scale=AST_TRANSFORMER)),
+                                                scores(fx_scale_test=0, fx_grad_test=0, fx_count_test=0), [], False),
+    "replaces grade() with a no-op": (dumps(notebook(fx_scale=GRADE_REPLACED)),
+                                      scores(fx_scale_test=0, fx_grad_test=0, fx_count_test=0),
+                                      ["hidden tests did not run"], False),
+    "forges its observation": (dumps(notebook(fx_scale=FORGED_OBSERVATION)), scores(fx_scale_test=0, fx_grad_test=0, fx_count_test=0),
+                               ["scale(1.5, -2.0) is 6"], False),
+    "answers for a cell that was not asked": (dumps(notebook(fx_scale=REPLY_FLOOD)), scores(fx_scale_test=0),
+                                              ["answer for another cell"], False),
+    "floods the answer pipe": (dumps(notebook(fx_count=RAW_FLOOD)), scores(fx_count_test=0), ["MB to the grader"], False),
+    "raises the hidden tests' text": (dumps(notebook(fx_grad=EXFILTRATE)), scores(fx_grad_test=0), ["raised ValueError"], False),
+    "returns the hidden tests' text": (dumps(notebook(fx_count=STRING_EXFILTRATE)), scores(fx_count_test=0),
+                                       ["should return an int, got str"], False),
+    "reads solutions, writes the gradebook": (_reads_solutions_and_writes_gradebook,
+                                              scores(fx_scale_test=0, fx_grad_test=0), ["is 0, expected"], True),
+    "uses the network": (_network, scores(fx_count_test=0), ["is -1, expected"], True),
+    "kills the grader": (_kills_the_grader, FULL, [], True),
+    "os._exit in an answer cell": (dumps(notebook(fx_scale=SCALE_OK + "import os\nos._exit(3)\n")), scores(fx_scale_test=0),
+                                   ["exited", "exit code 3"], False),
+    "segfault inside the function": (dumps(notebook(fx_grad="import ctypes\n\ndef square_grad(x):\n    ctypes.string_at(0)\n")),
+                                     scores(fx_grad_test=0), ["segmentation fault"], False),
+    "loop that ignores SIGINT": (dumps(notebook(fx_count="import signal\n\ndef count_positive(xs):\n"
+                                                         "    signal.signal(signal.SIGINT, signal.SIG_IGN)\n    while True:\n        pass\n")),
+                                 scores(fx_count_test=0), ["time limit"], False),
+    "memory bomb": (dumps(notebook(fx_grad="def square_grad(x):\n    return bytearray(100 * 2 ** 30)\n")),
+                    scores(fx_grad_test=0), ["raised MemoryError"], False),
+    "memory bomb that touches its memory": (dumps(notebook(fx_grad="held = []\n\ndef square_grad(x):\n    while True:\n"
+                                                                    "        held.append(bytearray(2 ** 26))\n")),
+                                            scores(fx_grad_test=0), ["MemoryError"], False),
+    "fork flood": (dumps(notebook(fx_count="import os\n\ndef count_positive(xs):\n    while True:\n        try:\n"
+                                           "            os.fork()\n        except OSError:\n            pass\n")),
+                   scores(fx_count_test=0), ["time limit"], True),
+    "huge stdout from correct code": (dumps(notebook(fx_scale=SCALE_OK + "for _ in range(2000):\n    print('x' * 100000)\n")),
+                                      FULL, [], False),
+    "huge result": (dumps(notebook(fx_grad="import torch\n\ndef square_grad(x):\n    return torch.zeros(3_000_000)\n")),
+                    scores(fx_grad_test=0), ["too large"], False),
+    "correct code writing to stderr": (dumps(notebook(fx_scale="import sys, warnings\n\ndef scale(x, k):\n"
+                                                               "    warnings.warn('slow path')\n    sys.stderr.write('progress 50%\\n')\n"
+                                                               "    return x * k\n")), FULL, [], False),
+    "slow correct code within the budget": (dumps(notebook(fx_scale="import time\n\ndef scale(x, k):\n    time.sleep(0.4)\n"
+                                                                    "    return x * k\n")), FULL, [], False),
+    "crash in a later lesson cell": (dumps(notebook(fx_scale="import os\n\ndef scale(x, k):\n    if x == 21.0:\n"
+                                                             "        os._exit(1)\n    return x * k\n")), FULL, [], False),
+    "crash in a later answer cell": (dumps(notebook(fx_count="import os\nos._exit(0)\n")), scores(fx_count_test=0), ["exited"], False),
+    "sys.exit in an answer cell": (dumps(notebook(fx_grad="import sys\nsys.exit(0)\n")), scores(fx_grad_test=0), [], False),
+    "invalid JSON": (b'{"cells": [', scores(fx_scale_test=0, fx_grad_test=0, fx_count_test=0), ["invalid or truncated JSON"], False),
+    "empty file": (b"", scores(fx_scale_test=0, fx_grad_test=0, fx_count_test=0), ["empty"], False),
+    "truncated file": (dumps(notebook())[:900], scores(fx_scale_test=0, fx_grad_test=0, fx_count_test=0),
+                       ["invalid or truncated JSON"], False),
+    "not a notebook": (b'{"hello": "world"}', scores(fx_scale_test=0, fx_grad_test=0, fx_count_test=0), ["not a notebook"], False),
+    "nbformat 4.4 without cell ids": (_no_ids(), FULL, [], False),
+    "saved by another editor": (_other_editor(), FULL, [], False),
+    "forged grade cell and points": (edited(_forged_grade_cell), FULL, [], False),
+    "test cells duplicated and deleted": (edited(_duplicated_and_deleted_tests), FULL, [], False),
+    "answer cell renamed": (edited(_renamed_answer), scores(fx_scale_test=0), ["missing from the submission"], False),
+    "answer cell duplicated": (edited(_duplicated_answer), scores(fx_scale_test=0), ["more than once", "x + k"], False),
+    "lesson cell edited to crash": (edited(_edited_lesson_cell), FULL, [], False),
+    "answer source is not text": (_source_not_text(), scores(fx_count_test=0), ["not text"], False),
+}
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    """Grade the whole corpus once, two submissions at a time, against one reference run."""
+    tmp = tmp_path_factory.mktemp("corpus")
+    lesson = hardened.load_lesson(FIXTURE)
+    reference = hardened.Reference(lesson, LIMITS)
+    try:
+        def one(item):
+            slot, (name, (submission, *_)) = item
+            data = submission(tmp) if callable(submission) else submission
+            answers, notes = hardened.read_answers(data, lesson)
+            return name, hardened.grade_answers(lesson, reference, answers, notes, name, LIMITS, slot=slot)
+
+        # Without the full sandbox, submissions that attack the machine are not run at all.
+        todo = [(n, v) for n, v in CORPUS.items() if can_isolate() or not v[3]]
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            results = dict(pool.map(one, enumerate(todo)))
+    finally:
+        reference.close()
+    return results, tmp
+
+
+def test_the_corpus_is_large_enough():
+    assert len(CORPUS) >= 30
+
+
+@pytest.mark.parametrize("name", list(CORPUS))
+def test_submission_scores_what_it_earned(graded, name):
+    submission, expected, words, needs_sandbox = CORPUS[name]
+    if needs_sandbox and not can_isolate():
+        pytest.skip("needs the full sandbox: grading as root with util-linux unshare and setpriv")
+    results, tmp = graded
+    result = results[name]
+    got = {gid: o.score for gid, o in result.outcomes.items()}
+    reasons = " | ".join([o.message for o in result.outcomes.values()] + result.notes)
+    assert got == expected, f"{name}: scored {got}, expected {expected}; reasons: {reasons}"
+    for w in words:
+        assert w in reasons, f"{name}: the reasons do not say {w!r}: {reasons}"
+    assert result.points == 5.0, "the points come from the instructor's notebook, whatever the submission claims"
+    for o in result.outcomes.values():
+        assert (o.score == o.points) == (o.message == ""), f"{name}: every lost point has a reason, and only those: {o}"
+        for secret in ("def expect", "BEGIN EXPECTED", "want.append", "CASES ="):
+            assert secret not in o.message, f"{name}: the feedback quotes the hidden tests: {o.message}"
+    if name == "reads solutions, writes the gradebook":
+        assert (tmp / "gradebook.db").read_text() == "scores", "the sandbox wrote the instructor's file"
+
+
+def test_grading_always_finishes_within_the_budget(graded):
+    results, _ = graded
+    slow = {n: r.seconds for n, r in results.items() if r.seconds > LIMITS.notebook_seconds}
+    assert not slow, f"submissions that took longer than the notebook budget: {slow}"
+
+
+def test_learner_version_of_a_test_cell_has_no_expected_values():
+    lesson = hardened.load_lesson(FIXTURE)
+    for test in lesson.tests:
+        sent = hardened.learner_version(test.source)
+        assert "def expect" not in sent and "def judge" not in sent and "expect = judge = None" in sent
+    with pytest.raises(ValueError, match="END EXPECTED"):
+        hardened.learner_version("### BEGIN EXPECTED\nx = 1\n")
+
+
+def test_a_reference_that_fails_its_own_judge_stops_grading(tmp_path):
+    nb = nbformat.read(FIXTURE, as_version=4)
+    answer = cell_of(nb, "fx_scale")
+    answer.source = answer.source.replace("return x * k", "return x * k if abs(x) == 2.0 else x - k")
+    bad = tmp_path / "99-fixture.ipynb"
+    nbformat.write(nb, bad)
+    with pytest.raises(RuntimeError, match="fails its judge"):
+        hardened.Reference(hardened.load_lesson(bad), LIMITS)
+
+
+def _fixture_course(dest: Path) -> Path:
+    shutil_copy = __import__("shutil").copy
+    (dest / "solutions" / "99-fixture").mkdir(parents=True)
+    shutil_copy(ROOT / "nbgrader_config.py", dest)
+    shutil_copy(FIXTURE, dest / "solutions" / "99-fixture")
+    grading.nbgrader("generate_assignment", "99-fixture", "--force", cwd=dest)
+    return dest
+
+
+def test_nbgrader_autograde_is_protected(tmp_path):
+    """`nbgrader autograde` with the course's config: cheats and crashes score what they earned,
+    the rest of the class is graded, and the feedback does not show the hidden tests."""
+    course = _fixture_course(tmp_path)
+    released = nbformat.read(course / "notebooks" / "99-fixture" / "99-fixture.ipynb", as_version=4)
+
+    def answered(**answers):
+        nb = copy.deepcopy(released)
+        for cell in nb.cells:
+            gid = cell.metadata.get("nbgrader", {}).get("grade_id")
+            if gid in answers:
+                cell.source = answers[gid]
+        return nb
+
+    grading.submit(course, "solved", "99-fixture", answered(**OK))
+    grading.submit(course, "cheater", "99-fixture", answered(**{**OK, "fx_scale": PATCH_CHECKS}))
+    crashing = answered(**{**OK, "fx_grad": "import os\nos._exit(1)\n"})
+    _forged_grade_cell(crashing)
+    grading.submit(course, "crasher", "99-fixture", crashing)
+    broken = course / "submitted" / "broken" / "99-fixture" / "99-fixture.ipynb"
+    broken.parent.mkdir(parents=True)
+    broken.write_text('{"cells": [')
+    try:
+        grading.autograde(course, "99-fixture")
+    except RuntimeError as e:  # nbgrader exits non-zero when it cannot read a notebook; the others are graded
+        assert "broken" in str(e)
+    got = grading.scores(course, "99-fixture")
+    assert got["solved"] == (5.0, 5.0)
+    assert got["cheater"] == (3.0, 5.0)
+    assert got["crasher"] == (3.0, 5.0)
+    feedback = grading.feedback(course, "99-fixture")
+    assert "is 0, expected" in feedback["cheater"]
+    for page in feedback.values():
+        assert "def expect" not in page and "BEGIN HIDDEN" not in page and "CASES" not in page
+
+
+def test_folder_command_writes_grades_and_feedback(tmp_path):
+    folder = tmp_path / "submissions"
+    folder.mkdir()
+    (folder / "ada.ipynb").write_bytes(dumps(notebook()))
+    (folder / "bob.ipynb").write_bytes(dumps(notebook(fx_grad="def square_grad(x):\n    return x\n")))
+    (folder / "eve.ipynb").write_bytes(b"not json")
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, "-m", "course_utils.hardened", str(FIXTURE), str(folder), "--out", str(out),
+                           "--jobs", "2", "--cell-seconds", "20"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    rows = {r["student"]: r for r in csv.DictReader(open(out / "grades.csv"))}
+    assert (rows["ada"]["score"], rows["bob"]["score"], rows["eve"]["score"]) == ("5", "3", "0")
+    assert "x instead of 2x" in rows["bob"]["reasons"]
+    assert "invalid or truncated JSON" in rows["eve"]["reasons"]
+    page = (out / "feedback" / "bob" / "99-fixture.html").read_text()
+    assert "x instead of 2x" in page and "3 / 5" in page and "def expect" not in page
+
+
+def test_sandbox_hides_the_course_and_the_network():
+    if not can_isolate():
+        pytest.skip("needs the full sandbox: grading as root with util-linux unshare and setpriv")
+    from course_utils.sandbox import Worker
+    probe = ("import os, socket\nuid = os.getuid()\nseen = os.listdir(%r)\n"
+             "try:\n    socket.create_connection(('1.1.1.1', 53), timeout=1)\n    net = True\nexcept OSError:\n    net = False\n"
+             "pids = len([p for p in os.listdir('/proc') if p.isdigit()])\n"
+             "from course_utils.judging import encode\nimport course_utils.judging as j\n"
+             "j.session.obs = encode({'uid': uid, 'seen': sorted(seen), 'net': net, 'pids': pids})") % str(ROOT)
+    with Worker("learner", LIMITS, slot=77) as w:
+        answer = w.send({"op": "cell", "id": 0, "gid": None, "source": probe}, timeout=30)
+    seen = answer["obs"]["$dict"]
+    assert seen["uid"] == 60077
+    assert "solutions" not in seen["seen"] and "tests" not in seen["seen"] and ".git" not in seen["seen"]
+    assert seen["net"] is False
+    assert seen["pids"] <= 3, "the sandbox sees only its own processes"
