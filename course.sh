@@ -6,6 +6,7 @@
 #   bash course.sh doctor               check the set-up; print a one-line fix for what is missing
 #   bash course.sh release              re-execute solutions/ in place and regenerate notebooks/
 #   bash course.sh bench                time every solution notebook and one autograde
+#   bash course.sh grade LESSON FOLDER  grade a folder of submissions in sandboxes: grades.csv + feedback
 # COURSE_ROLE=instructor bash course.sh lab   opens the repository with nbgrader's instructor tools
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -107,5 +108,6 @@ case "$cmd" in
   doctor)  ensure_venv; exec python -m course_utils.doctor ;;
   release) setup; exec python -m course_utils.release "$@" ;;
   bench)   setup; exec python benchmarks/notebook_times.py "$@" ;;
-  *)       sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; [ "$cmd" = help ] ;;
+  grade)   setup; exec python -m course_utils.hardened "$@" ;;
+  *)       sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; [ "$cmd" = help ] ;;
 esac

@@ -1,0 +1,99 @@
+"""course_utils.judging: observations survive JSON exactly, anything else arrives opaque, malformed
+data is refused, and grade() in a notebook is judge(probe(), expect())."""
+
+import json
+
+import pytest
+import torch
+
+from course_utils import judging
+
+
+def roundtrip(value):
+    return judging.decode(json.loads(json.dumps(judging.encode(value))))
+
+
+def test_plain_data_survives_json_exactly():
+    value = {"a": [1, 2.5, -0.0, True, None, "text"], "t": (1, (2, 3)), "big": 2 ** 70,
+             "x": torch.tensor([[1.5, float("nan")], [float("inf"), -2.0]], dtype=torch.float64),
+             "i": torch.arange(6, dtype=torch.int32).reshape(2, 3), "b": torch.tensor([True, False]),
+             "c": torch.tensor([1 + 2j], dtype=torch.complex64), "size": torch.Size([2, 3]), "dtype": torch.float16,
+             "e": torch.zeros(0, 4), "nan": float("nan")}
+    back = roundtrip(value)
+    assert type(back["t"]) is tuple and back["t"] == (1, (2, 3)) and back["big"] == 2 ** 70
+    assert back["a"] == value["a"] and back["size"] == (2, 3) and back["dtype"] is torch.float16
+    for k in ("x", "i", "b", "c", "e"):
+        assert type(back[k]) is torch.Tensor and back[k].dtype == value[k].dtype and back[k].shape == value[k].shape
+        assert torch.equal(back[k].nan_to_num(0.0), value[k].nan_to_num(0.0)) if k == "x" else torch.equal(back[k], value[k])
+    assert back["nan"] != back["nan"]
+
+
+def test_subclasses_and_objects_arrive_opaque_with_their_type_name():
+    class Sneaky(float):
+        def __eq__(self, other):
+            return True
+
+    back = roundtrip([Sneaky(1.0), torch.zeros(2).as_subclass(type("Agreeable", (torch.Tensor,), {})), object(), {1: 2}])
+    assert [type(v).__name__ for v in back] == ["Sneaky", "Agreeable", "object", "dict with nonstring keys"]
+    assert all(isinstance(v, judging.Opaque) for v in back)
+    assert back[0] != 1.0
+
+
+def test_tensors_lose_their_graph_and_device():
+    x = torch.ones(2, requires_grad=True)
+    back = roundtrip(x * 2)
+    assert back.grad_fn is None and not back.requires_grad and back.device.type == "cpu"
+
+
+@pytest.mark.parametrize("bad", [
+    {"$tensor": {"dtype": "float32", "shape": [2], "data": [1.0]}},
+    {"$tensor": {"dtype": "object", "shape": [1], "data": [1]}},
+    {"$tensor": {"dtype": "int64", "shape": [1], "data": [1.5]}},
+    {"$tensor": {"dtype": "float32", "shape": [-1], "data": []}},
+    {"$pickle": "gASV"}, {"a": 1, "b": 2}, {"$float": "1e999"}, {"$bigint": "12a"},
+    {"$dtype": "os.system"}, {"$tuple": "abc"},
+])
+def test_malformed_observations_are_refused(bad):
+    with pytest.raises(ValueError, match="malformed"):
+        judging.decode(bad)
+
+
+def test_size_and_depth_are_capped():
+    nested = []
+    for _ in range(100):
+        nested = [nested]
+    with pytest.raises(ValueError):
+        judging.encode(nested)
+    with pytest.raises(ValueError):
+        judging.encode(torch.zeros(judging.MAX_NODES + 1))
+    with pytest.raises(ValueError):
+        judging.encode("x" * (judging.MAX_STR + 1))
+
+
+def test_grade_in_a_notebook_is_judge_of_probe_and_expect():
+    seen = []
+
+    def probe():
+        seen.append(torch.rand(1).item())
+        return 2.0
+
+    def expect():
+        seen.append(torch.rand(1).item())
+        return 2.0
+
+    def judge(got, want):
+        assert got == want, "wrong"
+
+    judging.grade(probe, expect, judge)
+    assert seen[0] == seen[1], "probe and expect start from the same seed"
+    with pytest.raises(AssertionError, match="wrong"):
+        judging.grade(lambda: 3.0, expect, judge)
+    with pytest.raises(TypeError):
+        judging.grade(probe, None, None)
+    with pytest.raises(TypeError):
+        judging.grade("probe", expect, judge)
+
+
+def test_raised_names_the_exception_and_its_bases():
+    assert judging.raised(int, "x")[:2] == ("ValueError", "Exception")
+    assert judging.raised(int, "3") is None

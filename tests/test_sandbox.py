@@ -1,0 +1,61 @@
+"""course_utils.sandbox: limits are checked, a hung or dying worker is stopped and its death is
+named, and every process it started goes with it."""
+
+import time
+
+import pytest
+
+from course_utils.sandbox import Limits, Worker, WorkerDied, can_isolate
+
+pytestmark = pytest.mark.slow
+
+
+def cell(source, i=0):
+    return {"op": "cell", "id": i, "gid": None, "source": source}
+
+
+def test_limits_and_modes_are_checked():
+    with pytest.raises(ValueError, match="cell_seconds"):
+        Limits(cell_seconds=0)
+    with pytest.raises(ValueError, match="mode"):
+        Worker("student")
+    with pytest.raises(ValueError, match="slot"):
+        Worker("learner", slot=-1)
+
+
+def test_a_worker_runs_cells_and_reports_builtin_errors():
+    with Worker("learner", Limits(), slot=11) as w:
+        assert w.send(cell("x = 41"), 60) == {"id": 0, "error": None, "obs": None, "problem": None}
+        assert w.send(cell("x + undefined", 1), 60)["error"] == "NameError"
+        assert w.send(cell("class Mine(Exception): pass\nraise Mine('secret text')", 2), 60)["error"] == \
+            "an exception of the code's own type"
+
+
+def test_a_hung_worker_is_killed_with_everything_it_started():
+    source = ("import os, signal, subprocess\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+              "subprocess.Popen(['sleep', '300'], start_new_session=True)\nwhile True:\n    pass")
+    w = Worker("learner", Limits(), slot=12)
+    w.start()
+    pid = w.proc.pid
+    start = time.monotonic()
+    with pytest.raises(WorkerDied, match="time limit of 3 s"):
+        w.send(cell(source), timeout=3)
+    assert time.monotonic() - start < 15
+    assert w.proc is None
+    if can_isolate():  # the PID namespace ends with its first process: the escaped sleep is gone too
+        import subprocess
+        left = subprocess.run(["pgrep", "-f", "sleep 300"], capture_output=True, text=True).stdout.split()
+        assert not left, f"processes outlived the sandbox: {left}"
+    with pytest.raises(ProcessLookupError):
+        import os
+        os.kill(pid, 0)
+
+
+@pytest.mark.parametrize("source, words", [
+    ("import os\nos._exit(7)", "exit code 7"),
+    ("import ctypes\nctypes.string_at(0)", "segmentation fault"),
+])
+def test_a_dying_worker_is_named(source, words):
+    with Worker("learner", Limits(), slot=13) as w:
+        with pytest.raises(WorkerDied, match=words):
+            w.send(cell(source), 60)
