@@ -182,6 +182,10 @@ class Reference:
         self.lesson = lesson
         self.limits = limits
         self._lock = threading.Lock()
+        self._start()
+
+    def _start(self) -> None:
+        lesson, limits = self.lesson, self.limits
         self.worker = Worker("reference", limits)
         self.worker.start()
         self.judged = set()
@@ -199,8 +203,15 @@ class Reference:
                 self.judged.add(cell.gid)
 
     def judge(self, gid: str, obs) -> tuple[bool, str]:
+        """Judge one learner's observation. If judging it kills or hangs the reference worker (a
+        huge answer to compare), that answer fails, and the reference is run again for the others."""
         with self._lock:
-            answer = self.worker.send({"op": "judge", "gid": gid, "obs": obs}, timeout=self.limits.cell_seconds)
+            try:
+                answer = self.worker.send({"op": "judge", "gid": gid, "obs": obs}, timeout=self.limits.cell_seconds)
+            except WorkerDied:
+                self.worker.kill()
+                self._start()
+                raise
         return bool(answer.get("ok")), str(answer.get("message", ""))
 
     def close(self) -> None:

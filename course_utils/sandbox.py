@@ -4,7 +4,8 @@
         w.send({"op": "cell", "id": 0, "gid": None, "source": "x = 1"}, timeout=60)   # -> {"id": 0, ...}
 
 What limits a learner's worker:
-- resource limits (setrlimit): address space, CPU seconds, file size, open files, no core dumps;
+- resource limits (setrlimit, set by the worker on itself before any cell): address space, CPU
+  seconds, file size, open files, no core dumps;
 - a wall-clock limit per command: past it the worker and everything it started get SIGKILL;
 - run as root (CI, a grading container): new network, mount and PID namespaces (util-linux
   `unshare`): no network, tmpfs over the course directory, the home directory and /tmp (so no
@@ -20,7 +21,6 @@ each, size-capped. The reference worker (the instructor's solution) gets limits 
 
 import json
 import os
-import resource
 import select
 import shutil
 import signal
@@ -65,7 +65,8 @@ _SETUP = r"""
 set -e
 uid=$1; shift
 i=0; keep=""
-while [ "$1" != "--hide" ]; do keep="$keep $1"; shift; done; shift
+while [ "$1" != "--cgroups" ]; do keep="$keep $1"; shift; done; shift
+while [ "$1" != "--hide" ]; do echo 0 > "$1/cgroup.procs"; shift; done; shift
 hide=""
 while [ "$1" != "--" ]; do hide="$hide $1"; shift; done; shift
 mount -t tmpfs -o size=1m,mode=700 stage /dev/shm
@@ -118,10 +119,6 @@ class _Cgroup:
                     (d / k).write_text(str(v))
         except OSError:
             self.remove()
-
-    def enter(self) -> None:
-        for d in self.dirs:
-            (d / "cgroup.procs").write_text(str(os.getpid()))
 
     def kill(self) -> None:
         for d in self.dirs:
@@ -185,23 +182,18 @@ class Worker:
         else:
             self.isolation = "limits only" if self.mode == "learner" else "reference (trusted)"
         self._cgroup = _Cgroup(f"course-sandbox-{os.getpid()}-{self.slot}", limits) if sandboxed else None
-        cgroup = self._cgroup
-
-        def limit():  # runs in the child between fork and exec
-            for which, value in ((resource.RLIMIT_AS, limits.memory_bytes),
-                                 (resource.RLIMIT_CPU, int(limits.notebook_seconds * 2)),
-                                 (resource.RLIMIT_FSIZE, limits.file_bytes),
-                                 (resource.RLIMIT_NOFILE, limits.open_files),
-                                 (resource.RLIMIT_CORE, 0)):
-                resource.setrlimit(which, (value, value))
-            if sandboxed:
-                resource.setrlimit(resource.RLIMIT_NPROC, (limits.processes, limits.processes))
-                if cgroup is not None:
-                    cgroup.enter()
-
+        if sandboxed:  # the set-up script (root, before the learner's code) joins the cgroup
+            command[command.index("--hide")] = "--cgroups"
+            at = command.index("--cgroups")
+            command[at + 1:at + 1] = [str(d) for d in self._cgroup.dirs] + ["--hide"]
+        # The runner sets these limits on itself before it runs anything (no preexec_fn: the
+        # grader starts workers from several threads).
+        env["COURSE_LIMITS"] = ",".join(str(int(v)) for v in (
+            limits.memory_bytes, limits.notebook_seconds * 2, limits.file_bytes, limits.open_files,
+            limits.processes if sandboxed else 0))
         self.proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.DEVNULL, pass_fds=(write_fd,), cwd=self._tmp, env=env,
-                                     preexec_fn=limit, start_new_session=True)
+                                     start_new_session=True)
         os.close(write_fd)
         self._reply = read_fd
         self._buffer = bytearray()
