@@ -168,13 +168,18 @@ def test_second_correct_solution_scores_full_marks(graded, name):
 
 @pytest.mark.parametrize("name, mutant", [(n, m) for n in GRADED for m in MUTANTS[n]],
                          ids=[f"{n}-{m['student']}" for n in GRADED for m in MUTANTS[n]])
-def test_wrong_answer_loses_points_and_feedback_names_the_mistake(graded, name, mutant):
+def test_wrong_answer_loses_points_and_feedback_names_the_mistake(graded, course, name, mutant):
     scores, cells, feedback, rounds = graded(name)
     r = next(i for i, group in enumerate(rounds) if mutant in group)
     student, grade_id, words = f"mutants{r}", mutant["cell"], mutant["feedback"]
     score, total = cells[student][grade_id + "_test"]
     assert score < total, f"{mutant['student']}: a wrong {grade_id} still scored {score}/{total} in its test cell"
-    assert words in html.unescape(feedback[student]), f"{mutant['student']}: the feedback does not say {words!r}"
+    # The words must be in the test cell's outcome (the visible test code also shows in the feedback).
+    nb = nbformat.read(course(name) / "autograded" / student / name / f"{name}.ipynb", as_version=4)
+    test_cell = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id + "_test")
+    outcome = " ".join(o.get("evalue", "") for o in test_cell.outputs if o.output_type == "error")
+    assert words in outcome, f"{mutant['student']}: the outcome of {grade_id}_test does not say {words!r}: {outcome}"
+    assert html.escape(words, quote=False) in feedback[student] or words in html.unescape(feedback[student])
     # Exercises whose tests build on a mutated one ("also_fails" in the mutant) may lose points too.
     touched = {m["cell"] for m in rounds[r]} | {c for m in rounds[r] for c in m.get("also_fails", [])}
     others = {c: v for c, v in cells[student].items() if c[:-len("_test")] not in touched}
