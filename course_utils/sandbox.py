@@ -8,7 +8,8 @@ What limits a learner's worker:
   seconds, file size, open files, no core dumps;
 - a wall-clock limit per command: past it the worker and everything it started get SIGKILL;
 - run as root (CI, a grading container): new network, mount and PID namespaces (util-linux
-  `unshare`): no network, tmpfs over the course directory, the home directory and /tmp (so no
+  `unshare`): no network but its own loopback (so gloo between its own processes works), tmpfs
+  over the course directory, the home directory and /tmp (so no
   solutions, gradebook, other submissions or grading files are visible; the Python environment and
   course_utils are mounted back), /proc showing only its own processes, and everything killed with
   it; then it drops to its own uid (60000 + slot, via `setpriv`) with a process limit, so sandboxes
@@ -69,6 +70,7 @@ while [ "$1" != "--cgroups" ]; do keep="$keep $1"; shift; done; shift
 while [ "$1" != "--hide" ]; do echo 0 > "$1/cgroup.procs"; shift; done; shift
 hide=""
 while [ "$1" != "--" ]; do hide="$hide $1"; shift; done; shift
+ip link set lo up 2>/dev/null || ifconfig lo up 2>/dev/null || true   # loopback only: gloo between the learner's processes
 mount -t tmpfs -o size=1m,mode=700 stage /dev/shm
 for k in $keep; do i=$((i+1)); mkdir -p /dev/shm/k$i; mount --bind "$k" /dev/shm/k$i; done
 for h in $hide; do [ -d "$h" ] && mount -t tmpfs -o size=256m,mode=755 hidden "$h"; done
