@@ -80,7 +80,9 @@ umount /dev/shm
 mount -t tmpfs -o size=64m,mode=1777 shm /dev/shm
 mkdir -p /tmp/work && chown "$uid:$uid" /tmp/work && chmod 700 /tmp/work && cd /tmp/work
 export HOME=/tmp/work TMPDIR=/tmp/work
-exec setpriv --reuid="$uid" --regid="$uid" --clear-groups --no-new-privs --inh-caps=-all "$@"
+# Not exec: this shell stays the namespace's first process, keeping the parent-death signal that a
+# change of user would clear, so the whole sandbox dies with the grader.
+setpriv --reuid="$uid" --regid="$uid" --clear-groups --no-new-privs --inh-caps=-all "$@"
 """
 
 
@@ -178,7 +180,9 @@ class Worker:
         uid = FIRST_UID + self.slot
         if sandboxed:
             keep, hide = _mount_plan()
-            command = ["unshare", "--net", "--mount", "--pid", "--fork", "--kill-child", "--mount-proc", "--",
+            # setpriv --pdeathsig: if the grader dies, unshare dies, and --kill-child takes the sandbox with it.
+            command = ["setpriv", "--pdeathsig", "KILL", "--",
+                       "unshare", "--net", "--mount", "--pid", "--fork", "--kill-child", "--mount-proc", "--",
                        "/bin/sh", "-c", _SETUP, "sandbox", str(uid), *keep, "--hide", *hide, "--", *command]
             self.isolation = f"full (uid {uid}, no network, private /tmp, course directory hidden)"
         else:

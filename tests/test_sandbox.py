@@ -59,3 +59,25 @@ def test_a_dying_worker_is_named(source, words):
     with Worker("learner", Limits(), slot=13) as w:
         with pytest.raises(WorkerDied, match=words):
             w.send(cell(source), 60)
+
+
+def test_the_sandbox_dies_with_the_grader():
+    """A grader killed mid-run (Ctrl-C twice, OOM killer) leaves no learner code running."""
+    if not can_isolate():
+        pytest.skip("needs the full sandbox: grading as root with util-linux unshare and setpriv")
+    import subprocess
+    import sys
+    code = ("from course_utils.sandbox import Worker, Limits\n"
+            "w = Worker('learner', Limits(), slot=42); w.start()\n"
+            "w.proc.stdin.write(b'{\"op\": \"cell\", \"id\": 0, \"gid\": null, \"source\": \"while True: pass\"}\\n')\n"
+            "w.proc.stdin.flush(); print('started', flush=True)\nimport time; time.sleep(120)\n")
+    grader = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert grader.stdout.readline().strip() == "started"
+    time.sleep(3)
+    assert subprocess.run(["pgrep", "-u", "60042"], capture_output=True).returncode == 0, "the learner's code is running"
+    grader.kill()
+    grader.wait()
+    deadline = time.monotonic() + 10
+    while subprocess.run(["pgrep", "-u", "60042"], capture_output=True).returncode == 0:
+        assert time.monotonic() < deadline, "the learner's code outlived the grader"
+        time.sleep(0.2)
