@@ -70,7 +70,9 @@ while [ "$1" != "--cgroups" ]; do keep="$keep $1"; shift; done; shift
 while [ "$1" != "--hide" ]; do echo 0 > "$1/cgroup.procs"; shift; done; shift
 hide=""
 while [ "$1" != "--" ]; do hide="$hide $1"; shift; done; shift
-ip link set lo up 2>/dev/null || ifconfig lo up 2>/dev/null || true   # loopback only: gloo between the learner's processes
+py=$1
+# Loopback up (gloo between the learner's own processes); python's ioctl where neither tool is installed.
+ip link set lo up 2>/dev/null || ifconfig lo up 2>/dev/null || "$py" -c "$LOUP"
 mount -t tmpfs -o size=1m,mode=700 stage /dev/shm
 for k in $keep; do i=$((i+1)); mkdir -p /dev/shm/k$i; mount --bind "$k" /dev/shm/k$i; done
 for h in $hide; do [ -d "$h" ] && mount -t tmpfs -o size=256m,mode=755 hidden "$h"; done
@@ -79,7 +81,7 @@ for k in $keep; do i=$((i+1)); mkdir -p "$k"; mount --bind /dev/shm/k$i "$k"; um
 umount /dev/shm
 mount -t tmpfs -o size=64m,mode=1777 shm /dev/shm
 mkdir -p /tmp/work && chown "$uid:$uid" /tmp/work && chmod 700 /tmp/work && cd /tmp/work
-export HOME=/tmp/work TMPDIR=/tmp/work
+export HOME=/tmp/work TMPDIR=/tmp/work; unset LOUP
 # Not exec: this shell stays the namespace's first process, keeping the parent-death signal that a
 # change of user would clear, so the whole sandbox dies with the grader.
 setpriv --reuid="$uid" --regid="$uid" --clear-groups --no-new-privs --inh-caps=-all "$@"
@@ -97,6 +99,11 @@ def _mount_plan() -> tuple[list[str], list[str]]:
     # A directory to hide that holds the environment itself (a home-made venv) is hidden around it.
     keep = sorted(str(k) for k in keep if any(k.is_relative_to(h) for h in hide))
     return keep, sorted(str(h) for h in hide)
+
+
+_LOOPBACK_UP = ("import fcntl, socket, struct; s = socket.socket(); "
+                "flags = struct.unpack('16sh', fcntl.ioctl(s, 0x8913, struct.pack('16sh', b'lo', 0)))[1]; "
+                "fcntl.ioctl(s, 0x8914, struct.pack('16sh', b'lo', flags | 1))")  # SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP
 
 
 class _Cgroup:
@@ -194,6 +201,7 @@ class Worker:
             command[at + 1:at + 1] = [str(d) for d in self._cgroup.dirs] + ["--hide"]
         # The runner sets these limits on itself before it runs anything (no preexec_fn: the
         # grader starts workers from several threads).
+        env["LOUP"] = _LOOPBACK_UP
         env["COURSE_LIMITS"] = ",".join(str(int(v)) for v in (
             limits.memory_bytes, limits.notebook_seconds * 2, limits.file_bytes, limits.open_files,
             limits.processes if sandboxed else 0))
