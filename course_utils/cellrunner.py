@@ -22,15 +22,13 @@ import types
 from course_utils import judging
 
 def _error_name(exc: BaseException | None) -> str | None:
-    """The exception's type name if it is a built-in one (or AssertionError from a check), else a
-    generic phrase: a learner-made class name must not carry text into feedback."""
+    """The exception's type name if it is a built-in one, else a generic phrase: a learner-made
+    class name must not carry text into feedback."""
     if exc is None:
         return None
     import builtins
     name = type(exc).__name__
-    if getattr(builtins, name, None) is type(exc):
-        return name
-    return "an exception of the code's own type"
+    return name if getattr(builtins, name, None) is type(exc) else judging.raised_name(())
 
 
 class Session:

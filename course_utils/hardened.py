@@ -32,6 +32,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from course_utils.judging import raised_name
 from course_utils.sandbox import Limits, Worker, WorkerDied, can_isolate
 
 STUB = 'raise NotImplementedError("Exercise not attempted yet: replace this line with your code")'
@@ -322,16 +323,9 @@ def grade_answers(lesson: Lesson, reference: Reference, answers: dict[str, str],
 
 
 def _error_name(name) -> str | None:
-    """What the learner's worker says was raised, as feedback may show it: a built-in exception's
-    name, or a generic phrase (anything the worker sends is learner-controlled text)."""
-    import builtins
-    if name is None:
-        return None
-    if type(name) is str and re.fullmatch(r"[A-Za-z_]\w{0,40}", name):
-        cls = getattr(builtins, name, None)
-        if isinstance(cls, type) and issubclass(cls, BaseException):
-            return name
-    return "an exception of the code's own type"
+    """What the learner's worker says was raised, as feedback may show it (the worker is the
+    learner's process: anything it sends is learner-controlled text)."""
+    return None if name is None else raised_name((name,))
 
 
 def _judge_test(lesson, reference, cell, answer, stubbed, untried, cell_errors) -> Outcome:

@@ -110,6 +110,26 @@ def raised(fn: Callable, *args, **kwargs) -> tuple[str, ...] | None:
     return None
 
 
+def name_of(text) -> str:
+    """For a judge: a name the learner's process sent (a type's), as feedback may show it: ASCII
+    letters, digits and _ only, at most 40 ("object" when nothing is left)."""
+    if type(text) is not str:
+        return "object"
+    return "".join(ch for ch in text if ch.isascii() and (ch.isalnum() or ch == "_"))[:40] or "object"
+
+
+def raised_name(names) -> str:
+    """For a judge: the first built-in exception class among `raised()`'s names, or a generic
+    phrase. A class the learner's code defined is never named: no text from the learner's process
+    reaches the feedback."""
+    import builtins
+    for n in names if type(names) in (list, tuple) else ():
+        cls = getattr(builtins, n, None) if type(n) is str else None
+        if isinstance(cls, type) and issubclass(cls, BaseException):
+            return n
+    return "an exception of the code's own type"
+
+
 # ---------------------------------------------------------------------------------------------
 # Observations as JSON-ready data, and back.
 

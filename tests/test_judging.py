@@ -97,3 +97,11 @@ def test_grade_in_a_notebook_is_judge_of_probe_and_expect():
 def test_raised_names_the_exception_and_its_bases():
     assert judging.raised(int, "x")[:2] == ("ValueError", "Exception")
     assert judging.raised(int, "3") is None
+
+
+def test_names_from_the_learners_process_are_cleaned_for_feedback():
+    assert judging.name_of("My<script>Type " * 10) == "MyscriptTypeMyscriptTypeMyscriptTypeMysc"
+    assert judging.name_of(42) == "object" and judging.name_of("!!!") == "object"
+    assert judging.raised_name(("ValueError", "Exception")) == "ValueError"
+    assert judging.raised_name(["MyError", "KeyError"]) == "KeyError"
+    assert judging.raised_name(("SecretText",)) == judging.raised_name(None) == "an exception of the code's own type"
