@@ -2,8 +2,8 @@
 
     python benchmarks/grading_cost.py [LESSON ...] [--class-lesson 01-circuits --students 20 --jobs 2]
 
-For each lesson: the plain run (the solution notebook top to bottom in a fresh Jupyter kernel, as
-nbval or nbgrader's own Execute would run it), the reference run (once per lesson and grading
+For each lesson: the plain run (the solution notebook top to bottom in a fresh Jupyter kernel with
+NBGRADER_EXECUTION=autograde, as nbgrader's own Execute runs a submission), the reference run (once per lesson and grading
 session: the instructor's notebook in the trusted worker) and the grading of one solved submission
 (sandboxed worker + judging), with the ratio grading / plain run (goal: under 1.5). Then a folder of
 N submissions of one lesson graded with `jobs` parallel sandboxes (course_utils.hardened.grade_folder).
@@ -35,7 +35,13 @@ def lesson_costs(name: str) -> tuple[float, float, float, float]:
     tmp = Path(tempfile.mkdtemp(prefix="course-bench-"))
     try:
         shutil.copy(source, tmp)
-        plain = run_time(tmp / source.name)
+        # As nbgrader's own autograde runs it: NBGRADER_EXECUTION set, so both runs skip the
+        # lessons' expensive demonstrations alike.
+        os.environ["NBGRADER_EXECUTION"] = "autograde"
+        try:
+            plain = run_time(tmp / source.name)
+        finally:
+            os.environ.pop("NBGRADER_EXECUTION", None)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     lesson = hardened.load_lesson(source)
