@@ -189,7 +189,6 @@ class Reference:
         lesson, limits = self.lesson, self.limits
         self.worker = Worker("reference", limits)
         self.worker.start()
-        self.judged = set()
         for i, cell in enumerate(lesson.cells):
             try:
                 answer = self.worker.send({"op": "cell", "id": i, "gid": cell.gid, "source": cell.source},
@@ -200,8 +199,10 @@ class Reference:
                 self.close()
                 raise RuntimeError(f"{lesson.path}: cell {i} ({cell.gid or 'lesson cell'}) failed in the reference run: "
                                    f"{answer['setup_error']}")
-            if cell.kind == "test" and answer.get("obs") is not None:
-                self.judged.add(cell.gid)
+            if cell.kind == "test" and answer.get("obs") is None:
+                self.close()
+                raise RuntimeError(f"{lesson.path}: test cell {cell.gid} never called grade(probe, expect, judge), so "
+                                   f"it cannot be judged outside the learner's process (see course_utils/judging.py)")
 
     def judge(self, gid: str, obs) -> tuple[bool, str]:
         """Judge one learner's observation. If judging it kills or hangs the reference worker (a
@@ -227,7 +228,6 @@ class Outcome:
     score: float
     points: float
     message: str            # empty when full marks; otherwise why, in a learner's words
-    protected: bool = True  # False: judged inside the learner's process (no grade() in the test cell)
 
 
 @dataclass
@@ -333,10 +333,6 @@ def _judge_test(lesson, reference, cell, answer, stubbed, untried, cell_errors) 
     ex = cell.exercise
     if ex in stubbed or ex in untried:
         return Outcome(0.0, points, "not attempted" if ex in untried or stubbed[ex] == "not attempted" else stubbed[ex])
-    if cell.gid not in reference.judged:
-        # A test cell without grade(): only the learner's own process saw it pass or fail.
-        ok = answer.get("error") is None
-        return Outcome(points if ok else 0.0, points, "" if ok else f"the test raised {answer.get('error')}", protected=False)
     if answer.get("obs") is None:
         if ex in cell_errors:
             why = f"your answer cell raised {cell_errors[ex]}, so its function was not defined"

@@ -495,3 +495,14 @@ def test_sandbox_hides_the_course_and_the_network():
     assert "solutions" not in seen["seen"] and "tests" not in seen["seen"] and ".git" not in seen["seen"]
     assert seen["net"] is False
     assert seen["pids"] <= 3, "the sandbox sees only its own processes"
+
+
+def test_a_test_cell_without_grade_stops_grading(tmp_path):
+    """A test cell the grader cannot judge outside the sandbox is an instructor's error, not a pass."""
+    nb = nbformat.read(FIXTURE, as_version=4)
+    test = cell_of(nb, "fx_count_test")
+    test.source = test.source.split("### BEGIN HIDDEN TESTS")[0]
+    bad = tmp_path / "99-fixture.ipynb"
+    nbformat.write(nb, bad)
+    with pytest.raises(RuntimeError, match="never called grade"):
+        hardened.Reference(hardened.load_lesson(bad), LIMITS)
