@@ -79,19 +79,17 @@ def grade(probe: Callable[[], object], expect: Callable[[], object] | None, judg
         return
     if not (callable(expect) and callable(judge)):
         raise TypeError("expect and judge must be functions (the ### BEGIN/END EXPECTED block defines them)")
-    _seed()
-    got = probe()
-    _seed()
-    want = expect()
-    judge(got, want)
+    judge(run_probe(probe), run_expect(expect))
 
 
 def run_probe(probe: Callable[[], object]) -> object:
+    """probe() from the same seeded start everywhere (notebook, learner's worker, reference)."""
     _seed()
     return probe()
 
 
 def run_expect(expect: Callable[[], object]) -> object:
+    """expect() from the same seeded start as probe()."""
     _seed()
     return expect()
 

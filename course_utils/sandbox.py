@@ -28,6 +28,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -156,13 +157,12 @@ class _Cgroup:
 class Worker:
     """One cellrunner process. mode "learner" is sandboxed; mode "reference" runs as the grader."""
 
-    def __init__(self, mode: str, limits: Limits | None = None, slot: int = 0, env: dict | None = None):
+    def __init__(self, mode: str, limits: Limits | None = None, slot: int = 0):
         if mode not in ("learner", "reference"):
             raise ValueError(f"mode must be 'learner' or 'reference', got {mode!r}")
         if type(slot) is not int or not 0 <= slot < 5000:
             raise ValueError(f"slot must be an int in [0, 5000), got {slot!r}")
         self.mode, self.limits, self.slot = mode, limits or Limits(), slot
-        self.extra_env = dict(env or {})
         self.proc = None
         self.isolation = "none"
         self._buffer = bytearray()
@@ -181,24 +181,22 @@ class Worker:
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8", "MPLBACKEND": "Agg",
                "NBGRADER_EXECUTION": "autograde", "CUDA_VISIBLE_DEVICES": "", "PYTHONHASHSEED": "0",
                "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "2"),
-               "HOME": self._tmp, "TMPDIR": self._tmp, "PYTHONDONTWRITEBYTECODE": "1", **self.extra_env}
+               "HOME": self._tmp, "TMPDIR": self._tmp, "PYTHONDONTWRITEBYTECODE": "1"}
         command = [sys.executable, "-m", "course_utils.cellrunner", self.mode, str(write_fd)]
         sandboxed = self.mode == "learner" and can_isolate()
         uid = FIRST_UID + self.slot
+        self._cgroup = _Cgroup(f"course-sandbox-{os.getpid()}-{self.slot}", limits) if sandboxed else None
         if sandboxed:
             keep, hide = _mount_plan()
             # setpriv --pdeathsig: if the grader dies, unshare dies, and --kill-child takes the sandbox with it.
+            # The set-up script (root, before the learner's code) joins the cgroup.
             command = ["setpriv", "--pdeathsig", "KILL", "--",
                        "unshare", "--net", "--mount", "--pid", "--fork", "--kill-child", "--mount-proc", "--",
-                       "/bin/sh", "-c", _SETUP, "sandbox", str(uid), *keep, "--hide", *hide, "--", *command]
+                       "/bin/sh", "-c", _SETUP, "sandbox", str(uid), *keep,
+                       "--cgroups", *[str(d) for d in self._cgroup.dirs], "--hide", *hide, "--", *command]
             self.isolation = f"full (uid {uid}, no network, private /tmp, course directory hidden)"
         else:
             self.isolation = "limits only" if self.mode == "learner" else "reference (trusted)"
-        self._cgroup = _Cgroup(f"course-sandbox-{os.getpid()}-{self.slot}", limits) if sandboxed else None
-        if sandboxed:  # the set-up script (root, before the learner's code) joins the cgroup
-            command[command.index("--hide")] = "--cgroups"
-            at = command.index("--cgroups")
-            command[at + 1:at + 1] = [str(d) for d in self._cgroup.dirs] + ["--hide"]
         # The runner sets these limits on itself before it runs anything (no preexec_fn: the
         # grader starts workers from several threads).
         env["LOUP"] = _LOOPBACK_UP
@@ -224,7 +222,6 @@ class Worker:
         except (BrokenPipeError, OSError):
             self.kill()
             raise WorkerDied(self._death_reason()) from None
-        import time
         deadline = time.monotonic() + timeout
         scanned = 0
         while b"\n" not in self._buffer[scanned:]:
