@@ -108,6 +108,36 @@ def raised(fn: Callable, *args, **kwargs) -> tuple[str, ...] | None:
     return None
 
 
+def outcome(fn: Callable, *args, **kwargs) -> dict:
+    """For a probe: {"value": fn(*args, **kwargs)}, or {"raised": the exception's class names, most
+    specific first} when it raised. NotImplementedError (an exercise's untouched stub) propagates,
+    so the test fails with the stub's own message."""
+    try:
+        return {"value": fn(*args, **kwargs)}
+    except NotImplementedError:
+        raise
+    except Exception as e:  # noqa: BLE001 - what was raised is the observation
+        return {"raised": tuple(c.__name__ for c in type(e).__mro__)}
+
+
+def value_of(case, name: str):
+    """For a judge: the value in one of `outcome`'s results (a probe may add other keys beside it),
+    or an AssertionError saying that the call `name` raised (a built-in exception by its name, never
+    the learner's text)."""
+    assert type(case) is dict and ("value" in case) != ("raised" in case), \
+        f"{name}: the test's probe sent malformed results"
+    if "raised" in case:
+        raise AssertionError(f"{name} raised {raised_name(case['raised'])}")
+    return case["value"]
+
+
+def check_raised(names, name: str, expected: str = "ValueError") -> None:
+    """For a judge: `raised()`'s result for the call `name` shows that it raised `expected` (or a
+    subclass); else an AssertionError saying it returned normally or what it raised instead."""
+    assert names is not None, f"{name} returned normally, expected it to raise {expected}"
+    assert type(names) is tuple and expected in names, f"{name} raised {raised_name(names)}, expected {expected}"
+
+
 def name_of(text) -> str:
     """For a judge: a name the learner's process sent (a type's), as feedback may show it: ASCII
     letters, digits and _ only, at most 40 ("object" when nothing is left)."""
