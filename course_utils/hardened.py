@@ -16,7 +16,8 @@ For one submission of a lesson:
 
 `nbgrader autograde LESSON` uses this through HardenedExecute (set in nbgrader_config.py);
 `python -m course_utils.hardened LESSON FOLDER` grades a folder of submissions in parallel and
-writes grades.csv and one feedback page per learner.
+writes grades.csv and one feedback page per learner. Both also name, for the instructor only, the
+answers that course_utils.review flags (code reaching outside its exercise), which scores ignore.
 """
 
 import argparse
@@ -33,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from course_utils.judging import raised_name
+from course_utils.review import review
 from course_utils.sandbox import Limits, Worker, WorkerDied, can_isolate
 
 STUB = 'raise NotImplementedError("Exercise not attempted yet: replace this line with your code")'
@@ -237,6 +239,7 @@ class Result:
     outcomes: dict[str, Outcome]   # by test cell grade id, in notebook order
     notes: list[str]
     seconds: float = 0.0
+    review: list[str] = field(default_factory=list)  # course_utils.review's flags: for the instructor only
 
     @property
     def score(self) -> float:
@@ -424,6 +427,8 @@ try:
                                    slot=zlib.crc32(info["student"].encode()) % 4000)
             for note in notes:
                 self.log.warning("%s: %s", info["student"], note)
+            for line in review(reference.lesson, answers):
+                self.log.warning("%s: read this answer (course_utils.review): %s", info["student"], line)
             for cell in nb.cells:
                 if cell.cell_type != "code":
                     continue
@@ -474,7 +479,9 @@ def grade_folder(source: Path, folder: Path, out: Path, jobs: int = 2, limits: L
             else:
                 note = []
             answers, notes = read_answers(data, lesson)
-            return grade_answers(lesson, reference, answers, note + notes, student, limits, slot=slot)
+            result = grade_answers(lesson, reference, answers, note + notes, student, limits, slot=slot)
+            result.review = review(lesson, answers)
+            return result
 
         with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
             results = list(pool.map(one, enumerate(sorted(submissions.items()))))
@@ -489,11 +496,11 @@ def write_reports(results: list[Result], lesson: Lesson, out: Path) -> None:
     tests = [t.gid for t in lesson.tests]
     with open(out / "grades.csv", "w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["student", "lesson", "score", "max_score", *tests, "reasons"])
+        w.writerow(["student", "lesson", "score", "max_score", *tests, "reasons", "review"])
         for r in results:
             reasons = [f"{gid}: {o.message}" for gid, o in r.outcomes.items() if o.message] + r.notes
             w.writerow([r.student, r.lesson, f"{r.score:g}", f"{r.points:g}",
-                        *[f"{r.outcomes[g].score:g}" for g in tests], " | ".join(reasons)])
+                        *[f"{r.outcomes[g].score:g}" for g in tests], " | ".join(reasons), " | ".join(r.review)])
     for r in results:
         page = out / "feedback" / r.student / f"{r.lesson}.html"
         page.parent.mkdir(parents=True, exist_ok=True)
@@ -535,7 +542,9 @@ def main(argv: list[str] | None = None) -> int:
     results = grade_folder(source, Path(args.folder), Path(args.out), args.jobs,
                            Limits(cell_seconds=args.cell_seconds, notebook_seconds=args.notebook_seconds))
     for r in results:
-        print(f"{r.student}: {r.score:g} / {r.points:g}  ({r.seconds:.1f} s)")
+        print(f"{r.student}: {r.score:g} / {r.points:g}  ({r.seconds:.1f} s)" + ("  [review]" if r.review else ""))
+    if any(r.review for r in results):
+        print("[review]: an answer reaches outside its exercise (the review column of grades.csv says how); read it")
     print(f"wrote {Path(args.out) / 'grades.csv'} and {Path(args.out) / 'feedback'}/")
     return 0
 

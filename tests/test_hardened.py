@@ -22,6 +22,7 @@ import nbformat
 import pytest
 
 from course_utils import grading, hardened
+from course_utils.review import review
 from course_utils.sandbox import Limits, can_isolate
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -391,6 +392,46 @@ def test_submission_scores_what_it_earned(graded, name):
         assert (tmp / "gradebook.db").read_text() == "scores", "the sandbox wrote the instructor's file"
 
 
+# What course_utils.review says of each corpus entry's answers: the cheats are named for the
+# instructor (scores never depend on it); honest code stays unflagged unless it imports sys or os.
+REVIEWED = {
+    "patches checks, torch and AssertionError": "imports course_utils.checks",
+    "float subclass equal to everything": "subclasses float",
+    "tensor subclass equal to everything": "subclasses Tensor",
+    "input transformer empties the tests": "calls get_ipython",
+    "AST transformer drops asserts and calls": "calls get_ipython",
+    "replaces grade() with a no-op": "redefines grade",
+    "forges its observation": "imports course_utils.judging",
+    "answers for a cell that was not asked": "imports os",
+    "floods the answer pipe": "imports os",
+    "raises the hidden tests' text": "imports linecache",
+    "returns the hidden tests' text": "imports linecache",
+    "reads solutions, writes the gradebook": "calls open",
+    "uses the network": "imports socket",
+    "kills the grader": "imports signal",
+    "os._exit in an answer cell": "imports os",
+    "segfault inside the function": "imports ctypes",
+    "loop that ignores SIGINT": "imports signal",
+    "fork flood": "imports os",
+    "correct code writing to stderr": "imports sys",
+    "crash in a later lesson cell": "imports os",
+    "crash in a later answer cell": "imports os",
+    "sys.exit in an answer cell": "imports sys",
+}
+
+
+@pytest.mark.parametrize("name", list(CORPUS))
+def test_review_names_the_answers_that_reach_outside_their_exercise(name, tmp_path):
+    lesson = hardened.load_lesson(FIXTURE)
+    submission = CORPUS[name][0]
+    answers, _ = hardened.read_answers(submission(tmp_path) if callable(submission) else submission, lesson)
+    flagged = " | ".join(review(lesson, answers))
+    if name in REVIEWED:
+        assert REVIEWED[name] in flagged, f"{name}: review says {flagged!r}"
+    else:
+        assert flagged == "", f"{name}: honest or harmless answers are not flagged, got {flagged!r}"
+
+
 def test_grading_always_finishes_within_the_budget(graded):
     results, _ = graded
     slow = {n: r.seconds for n, r in results.items() if r.seconds > LIMITS.notebook_seconds}
@@ -448,9 +489,12 @@ def test_nbgrader_autograde_is_protected(tmp_path):
     broken.parent.mkdir(parents=True)
     broken.write_text('{"cells": [')
     try:
-        grading.autograde(course, "99-fixture")
+        log = grading.autograde(course, "99-fixture").stderr
     except RuntimeError as e:  # nbgrader exits non-zero when it cannot read a notebook; the others are graded
         assert "broken" in str(e)
+        log = str(e)
+    assert "cheater: read this answer (course_utils.review): fx_scale: assigns to torch.Tensor.__eq__" in log
+    assert "solved: read this answer" not in log
     got = grading.scores(course, "99-fixture")
     assert got["solved"] == (5.0, 5.0)
     assert got["cheater"] == (3.0, 5.0)
@@ -467,12 +511,17 @@ def test_folder_command_writes_grades_and_feedback(tmp_path):
     (folder / "ada.ipynb").write_bytes(dumps(notebook()))
     (folder / "bob.ipynb").write_bytes(dumps(notebook(fx_grad="def square_grad(x):\n    return x\n")))
     (folder / "eve.ipynb").write_bytes(b"not json")
+    (folder / "mallory.ipynb").write_bytes(dumps(notebook(fx_scale=PATCH_CHECKS)))
     out = tmp_path / "out"
     proc = subprocess.run([sys.executable, "-m", "course_utils.hardened", str(FIXTURE), str(folder), "--out", str(out),
                            "--jobs", "2", "--cell-seconds", "20"], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     rows = {r["student"]: r for r in csv.DictReader(open(out / "grades.csv"))}
-    assert (rows["ada"]["score"], rows["bob"]["score"], rows["eve"]["score"]) == ("5", "3", "0")
+    assert (rows["ada"]["score"], rows["bob"]["score"], rows["eve"]["score"], rows["mallory"]["score"]) == ("5", "3", "0", "3")
+    assert rows["ada"]["review"] == rows["bob"]["review"] == rows["eve"]["review"] == ""
+    assert rows["mallory"]["review"].startswith("fx_scale: assigns to torch.Tensor.__eq__, assigns to torch.allclose")
+    assert "mallory: 3 / 5" in proc.stdout and "[review]" in proc.stdout
+    assert "review" not in (out / "feedback" / "mallory" / "99-fixture.html").read_text(), "flags are for the instructor"
     assert "x instead of 2x" in rows["bob"]["reasons"]
     assert "invalid or truncated JSON" in rows["eve"]["reasons"]
     page = (out / "feedback" / "bob" / "99-fixture.html").read_text()
