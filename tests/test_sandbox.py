@@ -75,8 +75,11 @@ def test_the_sandbox_dies_with_the_grader():
             "w.proc.stdin.flush(); print('started', flush=True)\nimport time; time.sleep(120)\n")
     grader = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     assert grader.stdout.readline().strip() == "started"
-    time.sleep(3)
-    assert subprocess.run(["pgrep", "-u", "60042"], capture_output=True).returncode == 0, "the learner's code is running"
+    deadline = time.monotonic() + 30  # the worker starts as its own user once its sandbox is set up
+    while subprocess.run(["pgrep", "-u", "60042"], capture_output=True).returncode != 0:
+        assert time.monotonic() < deadline, "the learner's code never started"
+        time.sleep(0.2)
+    time.sleep(1)  # and is now in its loop
     grader.kill()
     grader.wait()
     deadline = time.monotonic() + 10
