@@ -5,10 +5,20 @@ released to notebooks/NN-topic/NN-topic.ipynb (student version) by
 `nbgrader generate_assignment NN-topic`. Run nbgrader from the repository root.
 """
 
+import os
+import warnings
+
+from sqlalchemy.exc import SAWarning
+
 c = get_config()  # noqa: F821  (injected by traitlets when nbgrader loads this file)
 
+# nbgrader 0.9.6 builds a submission's rows through backrefs, which SQLAlchemy 2 no longer adds to
+# the session by itself, and warns three times per submission; nbgrader then adds the submission
+# explicitly (api.py, add_submission), so the rows are saved. Keep the instructor's log for what matters.
+warnings.filterwarnings("ignore", message=r"Object of type <Submitted\w+> not in session", category=SAWarning)
+
 c.CourseDirectory.course_id = "backprop-autograd"
-c.CourseDirectory.root = "."
+c.CourseDirectory.root = os.path.dirname(os.path.abspath(__file__))  # this folder, wherever nbgrader runs
 c.CourseDirectory.source_directory = "solutions"
 c.CourseDirectory.release_directory = "notebooks"
 # Never copy caches or checkpoints into releases or submissions.
@@ -28,9 +38,9 @@ c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
 # decides each test cell outside the sandbox: the hidden tests' expected values are computed from
 # solutions/ in a separate process and never reach the learner's code. Outcomes become the test
 # cells' outputs, which nbgrader scores as usual (an error output = no points).
-from course_utils.hardened import HardenedExecute, SanitizeSubmission  # noqa: E402
+from course_utils.hardened import HardenedExecute, HideTestsInFeedback, SanitizeSubmission  # noqa: E402
 from nbconvert.preprocessors import ClearMetadataPreprocessor  # noqa: E402
-from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, ClearHiddenTests,  # noqa: E402
+from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata,  # noqa: E402
                                     ClearOutput, DeduplicateIds, GetGrades, IgnorePattern, LimitOutput,
                                     OverwriteCells, OverwriteKernelspec, SaveAutoGrades)
 from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor  # noqa: E402
@@ -44,7 +54,7 @@ c.Autograde.autograde_preprocessors = [HardenedExecute, IgnorePattern, ClearMeta
 c.HardenedExecute.cell_seconds = 60        # lessons run in seconds; 60 s per cell is generous
 c.HardenedExecute.notebook_seconds = 600
 # Feedback shows each test's outcome, never the hidden tests' code.
-c.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTests, CSSHTMLHeaderPreprocessor]
+c.GenerateFeedback.preprocessors = [GetGrades, HideTestsInFeedback, CSSHTMLHeaderPreprocessor]
 # `nbgrader validate` and the Validate button run the student's own notebook in a normal kernel.
 c.Execute.timeout = 60
 c.Execute.interrupt_on_timeout = True

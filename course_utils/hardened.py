@@ -373,14 +373,26 @@ def reference_for(path: Path, limits: Limits) -> Reference:
 
 
 try:
-    from nbgrader.preprocessors import NbGraderPreprocessor
-    from traitlets import Float, Integer
+    from nbgrader.preprocessors import ClearHiddenTests, NbGraderPreprocessor
+    from traitlets import Float, Integer, List
+
+    class HideTestsInFeedback(ClearHiddenTests):
+        """nbgrader's ClearHiddenTests, for `nbgrader generate_feedback`: the feedback shows each
+        test's outcome, never the hidden tests. (Its parent's display_data_priority is not a config
+        trait, so nbconvert's HTML exporter, which configures it for every step, made traitlets warn.)"""
+
+        display_data_priority = List(NbGraderPreprocessor.display_data_priority.default_value).tag(config=True)
 
     class SanitizeSubmission(NbGraderPreprocessor):
         """The first of nbgrader's sanitizing steps: the submission is rebuilt as the released
         notebook with the learner's answer cells put in (found by grade id). Forged, renamed,
         duplicated or deleted cells, odd metadata and other editors' formats then never reach
-        nbgrader's own checks, which would fail the whole submission over them."""
+        nbgrader's own checks, which would fail the whole submission over them.
+
+        Test cells come from the instructor's notebook, hidden tests included, as nbgrader's
+        OverwriteCells would restore them: it then finds every locked cell as the gradebook has it
+        and has nothing to warn about (from the release it would report each test cell's checksum
+        as changed, for every submission, untouched ones too)."""
 
         def preprocess(self, nb, resources):
             import nbformat
@@ -388,16 +400,24 @@ try:
 
             coursedir = CourseDirectory(config=self.config)
             info = resources["nbgrader"]
-            release = Path(coursedir.format_path(coursedir.release_directory, ".", info["assignment"])) / f"{info['notebook']}.ipynb"
-            clean = nbformat.read(release, as_version=4)
+
+            def path(directory):
+                return Path(coursedir.format_path(directory, ".", info["assignment"])) / f"{info['notebook']}.ipynb"
+
+            clean = nbformat.read(path(coursedir.release_directory), as_version=4)
+            tests = {c.metadata.nbgrader.grade_id: c.source
+                     for c in nbformat.read(path(coursedir.source_directory), as_version=4).cells
+                     if c.metadata.get("nbgrader", {}).get("grade") and not c.metadata.nbgrader.get("solution")}
             wanted = {c.metadata.nbgrader.grade_id for c in clean.cells if c.metadata.get("nbgrader", {}).get("solution")}
             answers, notes = read_answers(json.loads(json.dumps(nb)), wanted)
             for note in notes:
                 self.log.warning("%s: %s", info["student"], note)
             for cell in clean.cells:
-                gid = cell.metadata.get("nbgrader", {}).get("grade_id")
-                if cell.metadata.get("nbgrader", {}).get("solution") and gid in answers:
-                    cell.source = answers[gid]
+                meta = cell.metadata.get("nbgrader", {})
+                if meta.get("solution") and meta.get("grade_id") in answers:
+                    cell.source = answers[meta["grade_id"]]
+                elif meta.get("grade") and meta.get("grade_id") in tests:
+                    cell.source = tests[meta["grade_id"]]
             return clean, resources
 
     class HardenedExecute(NbGraderPreprocessor):
@@ -528,8 +548,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("folder", help="submissions: FOLDER/STUDENT/LESSON/LESSON.ipynb (nbgrader's submitted/) or FOLDER/STUDENT.ipynb")
     parser.add_argument("--out", default="graded", help="where grades.csv and feedback/ go (default: graded)")
     parser.add_argument("--jobs", type=int, default=2, help="submissions graded at once (default 2)")
-    parser.add_argument("--cell-seconds", type=float, default=60)
-    parser.add_argument("--notebook-seconds", type=float, default=600)
+    parser.add_argument("--cell-seconds", type=float, default=60, help="time limit for one cell (default 60)")
+    parser.add_argument("--notebook-seconds", type=float, default=600, help="time limit for a whole submission (default 600)")
     args = parser.parse_args(argv)
     source = Path(args.lesson)
     if source.suffix != ".ipynb":

@@ -495,10 +495,16 @@ def test_nbgrader_autograde_is_protected(tmp_path):
         log = str(e)
     assert "cheater: read this answer (course_utils.review): fx_scale: assigns to torch.Tensor.__eq__" in log
     assert "solved: read this answer" not in log
+    # nothing else for the instructor to wade through: no checksum "changes" (the test cells are
+    # rebuilt as the gradebook has them), no SQLAlchemy noise, no relative-root warning
+    for noise in ("has changed!", "SAWarning", "is not absolute"):
+        assert noise not in log, f"the autograde log says {noise!r}:\n{log}"
     got = grading.scores(course, "99-fixture")
     assert got["solved"] == (5.0, 5.0)
     assert got["cheater"] == (3.0, 5.0)
     assert got["crasher"] == (3.0, 5.0)
+    log = grading.nbgrader("generate_feedback", "99-fixture", "--force", cwd=course).stderr
+    assert "WARNING" not in log, log
     feedback = grading.feedback(course, "99-fixture")
     assert "is 0, expected" in feedback["cheater"]
     for page in feedback.values():
