@@ -108,6 +108,6 @@ case "$cmd" in
   doctor)  ensure_venv; exec python -m course_utils.doctor ;;
   release) setup; exec python -m course_utils.release "$@" ;;
   bench)   setup; exec python benchmarks/notebook_times.py "$@" ;;
-  grade)   setup; exec python -m course_utils.hardened "$@" ;;
+  grade)   setup; exec python -m course_utils.gradefolder "$@" ;;
   *)       sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; [ "$cmd" = help ] ;;
 esac

@@ -32,13 +32,13 @@ c.ClearSolutions.code_stub = {
 c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
 
 # Grading runs learners' code, so `nbgrader autograde` does not run it in nbgrader's own kernel:
-# course_utils.hardened.HardenedExecute takes the place of nbgrader's Execute step. It runs the
+# course_utils.autograde.HardenedExecute takes the place of nbgrader's Execute step. It runs the
 # learner's answer cells in a sandbox (a separate user without network that cannot see this folder,
 # when grading as root; resource limits always), with a time limit per cell and per notebook, and
 # decides each test cell outside the sandbox: the hidden tests' expected values are computed from
 # solutions/ in a separate process and never reach the learner's code. Outcomes become the test
 # cells' outputs, which nbgrader scores as usual (an error output = no points).
-from course_utils.hardened import HardenedExecute, HideTestsInFeedback, SanitizeSubmission  # noqa: E402
+from course_utils.autograde import HardenedExecute, HideTestsInFeedback, SanitizeSubmission  # noqa: E402
 from nbconvert.preprocessors import ClearMetadataPreprocessor  # noqa: E402
 from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata,  # noqa: E402
                                     ClearOutput, DeduplicateIds, GetGrades, IgnorePattern, LimitOutput,

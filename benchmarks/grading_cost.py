@@ -6,7 +6,7 @@ For each lesson: the plain run (the solution notebook top to bottom in a fresh J
 NBGRADER_EXECUTION=autograde, as nbgrader's own Execute runs a submission), the reference run (once per lesson and grading
 session: the instructor's notebook in the trusted worker) and the grading of one solved submission
 (sandboxed worker + judging), with the ratio grading / plain run (goal: under 1.5). Then a folder of
-N submissions of one lesson graded with `jobs` parallel sandboxes (course_utils.hardened.grade_folder).
+N submissions of one lesson graded with `jobs` parallel sandboxes (course_utils.gradefolder.grade_folder).
 """
 
 import argparse
@@ -24,8 +24,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from notebook_times import run_time  # noqa: E402
 
-from course_utils import grading, hardened  # noqa: E402
-from course_utils.sandbox import Limits, can_isolate  # noqa: E402
+from course_utils import grading, gradefolder, hardened, lessonfile  # noqa: E402
+from course_utils.sandbox import Limits, isolation  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -44,7 +44,7 @@ def lesson_costs(name: str) -> tuple[float, float, float, float]:
             os.environ.pop("NBGRADER_EXECUTION", None)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    lesson = hardened.load_lesson(source)
+    lesson = lessonfile.load_lesson(source)
     start = time.perf_counter()
     reference = hardened.Reference(lesson, Limits())
     ref_seconds = time.perf_counter() - start
@@ -62,14 +62,14 @@ def lesson_costs(name: str) -> tuple[float, float, float, float]:
 
 def class_cost(name: str, students: int, jobs: int) -> tuple[float, float]:
     source = grading.notebook_path(ROOT, "solutions", name)
-    lesson = hardened.load_lesson(source)
+    lesson = lessonfile.load_lesson(source)
     tmp = Path(tempfile.mkdtemp(prefix="course-bench-class-"))
     try:
         nb = nbformat.read(source, as_version=4)
         for i in range(students):
             nbformat.write(nb, tmp / f"student{i:02d}.ipynb")
         start = time.perf_counter()
-        results = hardened.grade_folder(source, tmp, tmp / "out", jobs=jobs)
+        results = gradefolder.grade_folder(source, tmp, tmp / "out", jobs=jobs)
         total = time.perf_counter() - start
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -89,7 +89,7 @@ def main() -> int:
     args = parser.parse_args()
     names = args.lessons or grading.lessons(ROOT, graded=True)
     print(f"# {platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}, "
-          f"sandbox: {'full (root)' if can_isolate() else 'limits only (not root)'}")
+          f"sandbox: {isolation()}")
     print(f"{'lesson':<28}{'plain run (s)':>14}{'reference (s)':>15}{'grade one (s)':>15}{'ratio':>8}")
     sums = [0.0, 0.0, 0.0]
     for name in names:

@@ -14,11 +14,14 @@
     grading   nbgrader driven as an instructor would, for tests and benchmarks
     release   `python -m course_utils.release`: re-run solutions/, regenerate notebooks/
 
-Grading untrusted code (course_utils.hardened is the entry point; README "Grading untrusted code"):
+Grading untrusted code (README "Grading untrusted code"):
+    lessonfile  the instructor's notebook and a submission's answer cells, as the grader reads them
     judging     hidden tests split into probe / expect / judge; observations as strict JSON
     cellrunner  the worker that runs a learner's notebook cell by cell (learner or reference mode)
     sandbox     that worker in its own namespaces, user, limits and cgroup; dies with the grader
-    hardened    grade a submission or a folder; nbgrader preprocessors for nbgrader_config.py
+    hardened    grade one submission: the answers in a sandbox, each test judged outside it
+    autograde   nbgrader preprocessors for nbgrader_config.py (`nbgrader autograde` uses hardened)
+    gradefolder `python -m course_utils.gradefolder`: a folder of submissions -> grades.csv + feedback
     review      a static read of the answers that names, for the instructor, code reaching outside
 
 Importing the package does nothing but import: call `setup(seed=...)` at the top of a notebook.

@@ -33,7 +33,8 @@ MODULES = {
     "linecache", "dis", "tracemalloc", "pdb", "bdb", "trace", "selectors", "select", "ssl", "ftplib", "smtplib",
 }
 # course_utils modules that grade or compare: the lesson's helpers (models, data, graph...) are fine
-GRADING_MODULES = {"judging", "checks", "grading", "hardened", "sandbox", "cellrunner", "release"}
+GRADING_MODULES = {"judging", "checks", "grading", "hardened", "sandbox", "cellrunner", "release",
+                   "lessonfile", "autograde", "gradefolder"}
 CALLS = {"exec", "eval", "compile", "__import__", "open", "globals", "vars", "locals", "get_ipython",
          "breakpoint", "input", "exit", "quit", "setattr", "delattr"}
 ATTRIBUTES = {"__globals__", "__builtins__", "__subclasses__", "__code__", "__closure__", "__bases__",
@@ -151,7 +152,7 @@ def lesson_names(lesson) -> tuple[set[str], dict[str, set[str]]]:
     {answer grade id: names its solution binds}). Variables the lesson assigns (x, model, loss) are
     left out: an answer may well reuse such a name.
 
-    Input: a course_utils.hardened.Lesson. Cells that do not parse are skipped."""
+    Input: a course_utils.lessonfile.Lesson. Cells that do not parse are skipped."""
     shared, own = set(), {}
     for cell in lesson.cells:
         try:
@@ -168,7 +169,7 @@ def lesson_names(lesson) -> tuple[set[str], dict[str, set[str]]]:
 def review(lesson, answers: dict[str, str]) -> list[str]:
     """One line per flagged answer cell: "GRADE_ID: phrase, phrase" (instructors only; never feedback).
 
-    Inputs: a course_utils.hardened.Lesson and the submission's {grade id: source} (read_answers)."""
+    Inputs: a course_utils.lessonfile.Lesson and the submission's {grade id: source} (read_answers)."""
     shared, own = lesson_names(lesson)
     lines = []
     for cell in lesson.answers:

@@ -3,23 +3,28 @@
     with Worker("learner", Limits(), slot=3) as w:
         w.send({"op": "cell", "id": 0, "gid": None, "source": "x = 1"}, timeout=60)   # -> {"id": 0, ...}
 
-What limits a learner's worker:
-- resource limits (setrlimit, set by the worker on itself before any cell): address space, CPU
-  seconds, file size, open files, no core dumps;
-- a wall-clock limit per command: past it the worker and everything it started get SIGKILL;
-- run as root (CI, a grading container): new network, mount and PID namespaces (util-linux
-  `unshare`): no network but its own loopback (so gloo between its own processes works), tmpfs
-  over the course directory, the home directory and /tmp (so no
-  solutions, gradebook, other submissions or grading files are visible; the Python environment and
-  course_utils are mounted back), /proc showing only its own processes, and everything killed with
-  it; then it drops to its own uid (60000 + slot, via `setpriv`) with a process limit, so sandboxes
-  cannot signal or read each other; a memory and process cgroup where the machine offers one;
-- otherwise (not root): limits and wall clock only; `isolation` says so and the grader warns.
+What limits a learner's worker (`isolation()` says which kind this machine gives):
+- always: resource limits (setrlimit, set by the worker on itself before any cell): address space,
+  CPU seconds, file size, open files, no core dumps; and a wall-clock limit per command, past which
+  the worker and everything it started get SIGKILL;
+- "root" (grading as root: CI, a container) and "userns" (a normal user where the kernel allows
+  unprivileged user namespaces, as most Linux distributions do): new network, mount and PID
+  namespaces (util-linux `unshare`): no network but its own loopback (so gloo between its own
+  processes works), tmpfs over the course directory, the home directory, /tmp, /var/tmp and /run (so
+  no solutions, gradebook, other submissions, grading files or the instructor's agent sockets are
+  visible; the Python environment and course_utils are mounted back read-only), /proc showing only
+  its own processes, a process limit of its own, no capabilities, and everything killed with it;
+- "root" also: its own uid (60000 + slot, via `setpriv`), so sandboxes cannot read each other's
+  files or anything that is not world-readable, and a memory and process cgroup where the machine
+  offers one. Under "userns" the learner's code keeps the instructor's uid outside its namespaces:
+  it cannot see the hidden folders, but could write files the instructor owns elsewhere;
+- "none" (no unshare, or user namespaces disabled): limits and wall clock only; the grader warns.
 
 The worker's stdout and stderr go to /dev/null; answers come on a pipe of their own, one JSON line
 each, size-capped. The reference worker (the instructor's solution) gets limits but no sandbox.
 """
 
+import functools
 import json
 import os
 import select
@@ -58,10 +63,45 @@ class WorkerDied(Exception):
     """The worker ended, or was killed, before answering; str(e) says why in a learner's words."""
 
 
-def can_isolate() -> bool:
-    """True where the full sandbox is available: root, with util-linux unshare and setpriv."""
-    return os.geteuid() == 0 and shutil.which("unshare") is not None and shutil.which("setpriv") is not None
+@functools.lru_cache(maxsize=1)
+def isolation() -> str:
+    """The sandbox this machine gives a learner's worker: "root", "userns" or "none" (see above)."""
+    if shutil.which("unshare") is None or shutil.which("setpriv") is None:
+        return "none"
+    if os.geteuid() == 0:
+        return "root"
+    try:  # the namespaces, a tmpfs mount and dropping every capability, as _SETUP does them
+        probe = subprocess.run(["unshare", *_USERNS, *_NAMESPACES, "--", "/bin/sh", "-c",
+                                "mount -t tmpfs probe /dev/shm && mkdir /dev/shm/k && mount --rbind /usr /dev/shm/k "
+                                "&& mount -o remount,bind,ro /dev/shm/k && setpriv --no-new-privs --inh-caps=-all "
+                                "--bounding-set=-all -- true"],
+                               stdin=subprocess.DEVNULL, capture_output=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return "none"
+    return "userns" if probe.returncode == 0 else "none"
 
+
+def can_isolate() -> bool:
+    """True where a learner's worker gets the namespaces (hidden files, no network): isolation() != "none"."""
+    return isolation() != "none"
+
+
+def isolation_warning() -> str | None:
+    """What an instructor should know about the sandbox here, or None when it is the full one."""
+    kind = isolation()
+    if kind == "root":
+        return None
+    if kind == "userns":
+        return ("not root: the learner's code runs in user namespaces (no network; this folder, your home, /tmp "
+                "and /run hidden) but as your own uid outside them, with no memory cgroup; for the full sandbox "
+                "grade as root in a container")
+    return ("no sandbox here (util-linux unshare or setpriv missing, or user namespaces disabled): the learner's "
+            "code runs with resource limits only and could read or write your files; grade untrusted work as "
+            "root in a container")
+
+
+_USERNS = ["--user", "--map-root-user"]   # a normal user becomes root of its own user namespace, no more
+_NAMESPACES = ["--net", "--mount", "--pid", "--fork", "--kill-child", "--mount-proc"]
 
 _SETUP = r"""
 set -e
@@ -75,31 +115,52 @@ py=$1
 # Loopback up (gloo between the learner's own processes); python's ioctl where neither tool is installed.
 ip link set lo up 2>/dev/null || ifconfig lo up 2>/dev/null || "$py" -c "$LOUP"
 mount -t tmpfs -o size=1m,mode=700 stage /dev/shm
-for k in $keep; do i=$((i+1)); mkdir -p /dev/shm/k$i; mount --bind "$k" /dev/shm/k$i; done
+for k in $keep; do i=$((i+1)); mkdir -p /dev/shm/k$i; mount --rbind "$k" /dev/shm/k$i; done
 for h in $hide; do [ -d "$h" ] && mount -t tmpfs -o size=256m,mode=755 hidden "$h"; done
 i=0
-for k in $keep; do i=$((i+1)); mkdir -p "$k"; mount --bind /dev/shm/k$i "$k"; umount /dev/shm/k$i; done
+for k in $keep; do
+  i=$((i+1)); mkdir -p "$k"; mount --rbind /dev/shm/k$i "$k"; umount -l /dev/shm/k$i
+  mount -o remount,bind,ro "$k"   # the environment and course_utils: read-only for the learner's code
+done
 umount /dev/shm
 mount -t tmpfs -o size=64m,mode=1777 shm /dev/shm
-mkdir -p /tmp/work && chown "$uid:$uid" /tmp/work && chmod 700 /tmp/work && cd /tmp/work
+mkdir -p /tmp/work && chmod 700 /tmp/work && cd /tmp/work
 export HOME=/tmp/work TMPDIR=/tmp/work; unset LOUP
+# "same": a user namespace's root (the instructor outside); else a uid of the sandbox's own.
+ids=""
+if [ "$uid" != same ]; then chown "$uid:$uid" /tmp/work; ids="--reuid=$uid --regid=$uid --clear-groups"; fi
 # Not exec: this shell stays the namespace's first process, keeping the parent-death signal that a
-# change of user would clear, so the whole sandbox dies with the grader.
-setpriv --reuid="$uid" --regid="$uid" --clear-groups --no-new-privs --inh-caps=-all "$@"
+# change of user would clear, so the whole sandbox dies with the grader. No capabilities are left
+# (bounding set empty), so the learner's code cannot undo the mounts.
+setpriv $ids --no-new-privs --inh-caps=-all --bounding-set=-all -- "$@"
 """
 
 
-def _mount_plan() -> tuple[list[str], list[str]]:
-    """(paths to keep visible, paths to hide under tmpfs) for the learner's mount namespace."""
+def _mount_plan(kind: str) -> tuple[list[str], list[str]]:
+    """(paths to mount back read-only, paths to hide under tmpfs) for the learner's mount namespace."""
     here = Path(course_utils.__file__).resolve().parent
     root = here.parent
     keep = {Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve(), here,
             Path(sys.executable).resolve().parent.parent}
-    hide = {root, Path.home().resolve(), Path("/tmp"), Path("/var/tmp"), Path(os.getcwd()).resolve()}
+    hide = {root, Path.home().resolve(), Path("/tmp"), Path("/var/tmp"), Path("/run").resolve(),
+            Path(os.getcwd()).resolve()}
     hide = {h for h in hide if h != Path("/") and h.is_dir()}
-    # A directory to hide that holds the environment itself (a home-made venv) is hidden around it.
-    keep = sorted(str(k) for k in keep if any(k.is_relative_to(h) for h in hide))
-    return keep, sorted(str(h) for h in hide)
+
+    def needed(k: Path) -> bool:
+        if any(k.is_relative_to(h) for h in hide):  # the environment inside a hidden folder (a venv in the course)
+            return True
+        # Under "userns" the learner's code has the instructor's uid: what the instructor may write
+        # (a venv in /opt they own) is mounted back read-only. (Under "root" it has a uid of its own.)
+        return kind == "userns" and (os.access(k, os.W_OK) or _owner(k) == os.getuid())
+
+    return sorted(str(k) for k in keep if needed(k)), sorted(str(h) for h in hide)
+
+
+def _owner(path: Path) -> int | None:
+    try:
+        return path.stat().st_uid
+    except OSError:
+        return None
 
 
 _LOOPBACK_UP = ("import fcntl, socket, struct; s = socket.socket(); "
@@ -183,18 +244,21 @@ class Worker:
                "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "2"),
                "HOME": self._tmp, "TMPDIR": self._tmp, "PYTHONDONTWRITEBYTECODE": "1"}
         command = [sys.executable, "-m", "course_utils.cellrunner", self.mode, str(write_fd)]
-        sandboxed = self.mode == "learner" and can_isolate()
+        kind = isolation() if self.mode == "learner" else "none"
+        sandboxed = kind != "none"
         uid = FIRST_UID + self.slot
-        self._cgroup = _Cgroup(f"course-sandbox-{os.getpid()}-{self.slot}", limits) if sandboxed else None
+        self._cgroup = _Cgroup(f"course-sandbox-{os.getpid()}-{self.slot}", limits) if kind == "root" else None
         if sandboxed:
-            keep, hide = _mount_plan()
+            keep, hide = _mount_plan(kind)
             # setpriv --pdeathsig: if the grader dies, unshare dies, and --kill-child takes the sandbox with it.
-            # The set-up script (root, before the learner's code) joins the cgroup.
+            # The set-up script (root of the namespaces, before the learner's code) joins the cgroup.
             command = ["setpriv", "--pdeathsig", "KILL", "--",
-                       "unshare", "--net", "--mount", "--pid", "--fork", "--kill-child", "--mount-proc", "--",
-                       "/bin/sh", "-c", _SETUP, "sandbox", str(uid), *keep,
-                       "--cgroups", *[str(d) for d in self._cgroup.dirs], "--hide", *hide, "--", *command]
-            self.isolation = f"full (uid {uid}, no network, private /tmp, course directory hidden)"
+                       "unshare", *(_USERNS if kind == "userns" else []), *_NAMESPACES, "--",
+                       "/bin/sh", "-c", _SETUP, "sandbox", str(uid) if kind == "root" else "same", *keep,
+                       "--cgroups", *[str(d) for d in (self._cgroup.dirs if self._cgroup else [])],
+                       "--hide", *hide, "--", *command]
+            self.isolation = (f"full (uid {uid}, no network, private /tmp, course directory hidden)" if kind == "root" else
+                              "user namespace (your uid, no network, private /tmp, course directory hidden)")
         else:
             self.isolation = "limits only" if self.mode == "learner" else "reference (trusted)"
         # The runner sets these limits on itself before it runs anything (no preexec_fn: the

@@ -11,7 +11,6 @@ import copy
 import csv
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -21,7 +20,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from course_utils import grading, hardened
+from course_utils import grading, hardened, lessonfile
 from course_utils.review import review
 from course_utils.sandbox import Limits, can_isolate
 
@@ -44,7 +43,7 @@ def release() -> nbformat.NotebookNode:
     for cell in nb.cells:
         meta = cell.metadata.get("nbgrader", {})
         if meta.get("solution"):
-            cell.source = cell.source.split("### BEGIN SOLUTION")[0] + "    " + hardened.STUB
+            cell.source = cell.source.split("### BEGIN SOLUTION")[0] + "    " + lessonfile.STUB
         elif meta.get("grade"):
             cell.source = cell.source.split("### BEGIN HIDDEN TESTS")[0]
     return nb
@@ -349,13 +348,13 @@ CORPUS = {
 def graded(tmp_path_factory):
     """Grade the whole corpus once, two submissions at a time, against one reference run."""
     tmp = tmp_path_factory.mktemp("corpus")
-    lesson = hardened.load_lesson(FIXTURE)
+    lesson = lessonfile.load_lesson(FIXTURE)
     reference = hardened.Reference(lesson, LIMITS)
     try:
         def one(item):
             slot, (name, (submission, *_)) = item
             data = submission(tmp) if callable(submission) else submission
-            answers, notes = hardened.read_answers(data, lesson)
+            answers, notes = lessonfile.read_answers(data, lesson)
             return name, hardened.grade_answers(lesson, reference, answers, notes, name, LIMITS, slot=slot)
 
         # Without the full sandbox, submissions that attack the machine are not run at all.
@@ -422,9 +421,9 @@ REVIEWED = {
 
 @pytest.mark.parametrize("name", list(CORPUS))
 def test_review_names_the_answers_that_reach_outside_their_exercise(name, tmp_path):
-    lesson = hardened.load_lesson(FIXTURE)
+    lesson = lessonfile.load_lesson(FIXTURE)
     submission = CORPUS[name][0]
-    answers, _ = hardened.read_answers(submission(tmp_path) if callable(submission) else submission, lesson)
+    answers, _ = lessonfile.read_answers(submission(tmp_path) if callable(submission) else submission, lesson)
     flagged = " | ".join(review(lesson, answers))
     if name in REVIEWED:
         assert REVIEWED[name] in flagged, f"{name}: review says {flagged!r}"
@@ -439,12 +438,12 @@ def test_grading_always_finishes_within_the_budget(graded):
 
 
 def test_learner_version_of_a_test_cell_has_no_expected_values():
-    lesson = hardened.load_lesson(FIXTURE)
+    lesson = lessonfile.load_lesson(FIXTURE)
     for test in lesson.tests:
-        sent = hardened.learner_version(test.source)
+        sent = lessonfile.learner_version(test.source)
         assert "def expect" not in sent and "def judge" not in sent and "expect = judge = None" in sent
     with pytest.raises(ValueError, match="END EXPECTED"):
-        hardened.learner_version("### BEGIN EXPECTED\nx = 1\n")
+        lessonfile.learner_version("### BEGIN EXPECTED\nx = 1\n")
 
 
 def test_a_reference_that_fails_its_own_judge_stops_grading(tmp_path):
@@ -454,7 +453,7 @@ def test_a_reference_that_fails_its_own_judge_stops_grading(tmp_path):
     bad = tmp_path / "99-fixture.ipynb"
     nbformat.write(nb, bad)
     with pytest.raises(RuntimeError, match="fails its judge"):
-        hardened.Reference(hardened.load_lesson(bad), LIMITS)
+        hardened.Reference(lessonfile.load_lesson(bad), LIMITS)
 
 
 def _fixture_course(dest: Path) -> Path:
@@ -519,7 +518,7 @@ def test_folder_command_writes_grades_and_feedback(tmp_path):
     (folder / "eve.ipynb").write_bytes(b"not json")
     (folder / "mallory.ipynb").write_bytes(dumps(notebook(fx_scale=PATCH_CHECKS)))
     out = tmp_path / "out"
-    proc = subprocess.run([sys.executable, "-m", "course_utils.hardened", str(FIXTURE), str(folder), "--out", str(out),
+    proc = subprocess.run([sys.executable, "-m", "course_utils.gradefolder", str(FIXTURE), str(folder), "--out", str(out),
                            "--jobs", "2", "--cell-seconds", "20"], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     rows = {r["student"]: r for r in csv.DictReader(open(out / "grades.csv"))}
@@ -534,24 +533,6 @@ def test_folder_command_writes_grades_and_feedback(tmp_path):
     assert "x instead of 2x" in page and "3 / 5" in page and "def expect" not in page
 
 
-def test_sandbox_hides_the_course_and_the_network():
-    if not can_isolate():
-        pytest.skip("needs the full sandbox: grading as root with util-linux unshare and setpriv")
-    from course_utils.sandbox import Worker
-    probe = ("import os, socket\nuid = os.getuid()\nseen = os.listdir(%r)\n"
-             "try:\n    socket.create_connection(('1.1.1.1', 53), timeout=1)\n    net = True\nexcept OSError:\n    net = False\n"
-             "pids = len([p for p in os.listdir('/proc') if p.isdigit()])\n"
-             "from course_utils.judging import encode\nimport course_utils.judging as j\n"
-             "j.session.obs = encode({'uid': uid, 'seen': sorted(seen), 'net': net, 'pids': pids})") % str(ROOT)
-    with Worker("learner", LIMITS, slot=77) as w:
-        answer = w.send({"op": "cell", "id": 0, "gid": None, "source": probe}, timeout=30)
-    seen = answer["obs"]["$dict"]
-    assert seen["uid"] == 60077
-    assert "solutions" not in seen["seen"] and "tests" not in seen["seen"] and ".git" not in seen["seen"]
-    assert seen["net"] is False
-    assert seen["pids"] <= 3, "the sandbox sees only its own processes"
-
-
 def test_a_test_cell_without_grade_stops_grading(tmp_path):
     """A test cell the grader cannot judge outside the sandbox is an instructor's error, not a pass."""
     nb = nbformat.read(FIXTURE, as_version=4)
@@ -560,4 +541,4 @@ def test_a_test_cell_without_grade_stops_grading(tmp_path):
     bad = tmp_path / "99-fixture.ipynb"
     nbformat.write(nb, bad)
     with pytest.raises(RuntimeError, match="never called grade"):
-        hardened.Reference(hardened.load_lesson(bad), LIMITS)
+        hardened.Reference(lessonfile.load_lesson(bad), LIMITS)

@@ -80,9 +80,9 @@ def test_some_outputs_are_compared_by_nbval(name):
 def test_hidden_tests_are_judged_outside_the_learners_process(name):
     """Every test cell's hidden part is probe / ### BEGIN EXPECTED (expect, judge) ### END EXPECTED /
     grade(probe, expect, judge), so course_utils.hardened can decide it outside the sandbox."""
-    from course_utils import hardened
+    from course_utils import lessonfile
 
-    lesson = hardened.load_lesson(grading.notebook_path(ROOT, "solutions", name))
+    lesson = lessonfile.load_lesson(grading.notebook_path(ROOT, "solutions", name))
     for test in lesson.tests:
         hidden = "\n".join(test.hidden)
         assert "def probe(" in hidden, f"{test.gid}: the hidden tests define no probe()"
@@ -90,6 +90,6 @@ def test_hidden_tests_are_judged_outside_the_learners_process(name):
             f"{test.gid}: the hidden tests need one ### BEGIN EXPECTED ... ### END EXPECTED block"
         assert hidden.rstrip().endswith("grade(probe, expect, judge)"), \
             f"{test.gid}: the hidden tests end with grade(probe, expect, judge)"
-        sent = hardened.learner_version(test.source)
+        sent = lessonfile.learner_version(test.source)
         assert "def expect(" not in sent and "def judge(" not in sent, \
             f"{test.gid}: expect() and judge() must be inside the EXPECTED block"

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from course_utils import hardened
+from course_utils import lessonfile
 from course_utils.review import flags, review
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -74,7 +74,7 @@ def test_unreadable_sources_get_a_flag_not_an_error():
 @pytest.mark.parametrize("name", LESSONS)
 def test_the_lessons_solutions_second_solutions_and_mutants_raise_no_flag(name):
     """Calibration: plausible answers, right or wrong, are never flagged, so a flag means something."""
-    lesson = hardened.load_lesson(ROOT / "solutions" / name / f"{name}.ipynb")
+    lesson = lessonfile.load_lesson(ROOT / "solutions" / name / f"{name}.ipynb")
     solution = {c.gid: c.source for c in lesson.answers}
     assert review(lesson, solution) == []
     for alt in json.loads((ROOT / "tests" / "alternates" / f"{name}.json").read_text()):
@@ -85,7 +85,7 @@ def test_the_lessons_solutions_second_solutions_and_mutants_raise_no_flag(name):
 
 
 def test_review_names_the_cell():
-    lesson = hardened.load_lesson(ROOT / "solutions" / "01-circuits" / "01-circuits.ipynb")
+    lesson = lessonfile.load_lesson(ROOT / "solutions" / "01-circuits" / "01-circuits.ipynb")
     gid = lesson.answers[0].gid
     lines = review(lesson, {gid: "import os\n" + lesson.answers[0].source})
     assert lines == [f"{gid}: imports os"]

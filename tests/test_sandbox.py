@@ -1,11 +1,21 @@
 """course_utils.sandbox: limits are checked, a hung or dying worker is stopped and its death is
 named, and every process it started goes with it."""
 
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
 import time
+from pathlib import Path
 
 import pytest
 
-from course_utils.sandbox import Limits, Worker, WorkerDied, can_isolate
+from course_utils import sandbox
+from course_utils.sandbox import Limits, Worker, WorkerDied, isolation
+
+ROOT = Path(__file__).resolve().parent.parent
 
 pytestmark = pytest.mark.slow
 
@@ -42,8 +52,7 @@ def test_a_hung_worker_is_killed_with_everything_it_started():
         w.send(cell(source), timeout=3)
     assert time.monotonic() - start < 15
     assert w.proc is None
-    if can_isolate():  # the PID namespace ends with its first process: the escaped sleep is gone too
-        import subprocess
+    if isolation() == "root":  # the PID namespace ends with its first process: the escaped sleep is gone too
         deadline = time.monotonic() + 10  # the kernel kills the namespace's processes at once, reaps them soon after
         while left := subprocess.run(["pgrep", "-u", "60012"], capture_output=True, text=True).stdout.split():
             assert time.monotonic() < deadline, f"processes outlived the sandbox: {left}"
@@ -65,10 +74,8 @@ def test_a_dying_worker_is_named(source, words):
 
 def test_the_sandbox_dies_with_the_grader():
     """A grader killed mid-run (Ctrl-C twice, OOM killer) leaves no learner code running."""
-    if not can_isolate():
-        pytest.skip("needs the full sandbox: grading as root with util-linux unshare and setpriv")
-    import subprocess
-    import sys
+    if isolation() != "root":
+        pytest.skip("looks for the sandbox's own uid: needs grading as root with util-linux unshare and setpriv")
     code = ("from course_utils.sandbox import Worker, Limits\n"
             "w = Worker('learner', Limits(), slot=42); w.start()\n"
             "w.proc.stdin.write(b'{\"op\": \"cell\", \"id\": 0, \"gid\": null, \"source\": \"while True: pass\"}\\n')\n"
@@ -86,3 +93,119 @@ def test_the_sandbox_dies_with_the_grader():
     while subprocess.run(["pgrep", "-u", "60042"], capture_output=True).returncode == 0:
         assert time.monotonic() < deadline, "the learner's code outlived the grader"
         time.sleep(0.2)
+
+
+# What the learner's code sees from inside its sandbox, sent back as plain data.
+LOOK_AROUND = """
+import os, socket, subprocess
+import course_utils
+from course_utils.judging import encode
+import course_utils.judging as j
+seen = {"uid": os.getuid(), "course": sorted(os.listdir(%(root)r)), "tmp": sorted(os.listdir("/tmp"))}
+try:
+    socket.create_connection(("1.1.1.1", 53), timeout=1)
+    seen["net"] = True
+except OSError:
+    seen["net"] = False
+seen["pids"] = len([p for p in os.listdir("/proc") if p.isdigit()])
+seen["caps"] = [l.split()[1] for l in open("/proc/self/status") if l.startswith("CapEff")][0]
+try:
+    open(os.path.join(os.path.dirname(course_utils.__file__), "planted.py"), "w").close()
+    seen["wrote_course_utils"] = True
+except OSError:
+    seen["wrote_course_utils"] = False
+seen["unmounted"] = subprocess.run(["umount", "-l", %(root)r], capture_output=True).returncode == 0
+seen["nested_unmount"] = subprocess.run(["unshare", "--user", "--mount", "umount", "-l", %(root)r],
+                                        capture_output=True).returncode == 0
+forked = []
+for _ in range(%(forks)d):
+    try:
+        pid = os.fork()
+    except OSError:
+        break
+    if pid == 0:
+        import time
+        time.sleep(2)
+        os._exit(0)
+    forked.append(pid)
+for pid in forked:
+    os.waitpid(pid, 0)
+seen["forks"] = len(forked)
+j.session.obs = encode(seen)
+"""
+
+
+def look_around(forks=0, slot=77):
+    with Worker("learner", Limits(processes=32), slot=slot) as w:
+        answer = w.send({"op": "cell", "id": 0, "gid": None,
+                         "source": LOOK_AROUND % {"root": str(ROOT), "forks": forks}}, timeout=60)
+    assert answer["error"] is None, answer
+    return answer["obs"]["$dict"]
+
+
+@pytest.mark.parametrize("kind", ["root", "userns"])
+def test_the_sandbox_hides_the_course_and_the_network(kind, monkeypatch):
+    """Both sandboxes: no course folder (solutions, gradebook, tests), no network, no other
+    processes, course_utils read-only, no capabilities to undo the mounts. "userns" is what a normal
+    user gets; here it runs as root with the same namespaces and set-up script."""
+    if isolation() != "root":
+        pytest.skip("runs both kinds of sandbox as root: needs grading as root with util-linux unshare and setpriv")
+    monkeypatch.setattr(sandbox, "isolation", lambda: kind)
+    seen = look_around()
+    assert seen["uid"] == (60077 if kind == "root" else 0), "root: a uid of its own; userns: root of its namespace only"
+    assert "solutions" not in seen["course"] and "tests" not in seen["course"] and ".git" not in seen["course"]
+    assert seen["tmp"] == ["work"], "a private /tmp"
+    assert seen["net"] is False
+    assert seen["pids"] <= 3, "the sandbox sees only its own processes"
+    assert int(seen["caps"], 16) == 0, "no capabilities left"
+    assert seen["wrote_course_utils"] is False, "course_utils is mounted back read-only"
+    assert seen["unmounted"] is False and seen["nested_unmount"] is False, "the hidden folders stay hidden"
+    assert not (ROOT / "course_utils" / "planted.py").exists()
+
+
+def test_the_userns_mount_plan_makes_what_the_instructor_owns_read_only(monkeypatch, tmp_path):
+    """Under "userns" the learner's code runs as the instructor: an environment they could write
+    (here: any, since the test runs as its owner) is mounted back read-only wherever it is."""
+    monkeypatch.setattr(os, "access", lambda path, mode: True)
+    keep, hide = sandbox._mount_plan("userns")
+    assert str(Path(sys.prefix).resolve()) in keep and str(ROOT / "course_utils") in keep
+    assert {"/tmp", str(ROOT)} <= set(hide)
+    monkeypatch.setattr(os, "access", lambda path, mode: False)
+    monkeypatch.setattr(sandbox, "_owner", lambda path: -1)
+    keep, _ = sandbox._mount_plan("userns")
+    outside = [k for k in keep if not any(Path(k).is_relative_to(h) for h in hide)]
+    assert outside == [], "what the instructor cannot write stays as it is"
+
+
+def test_a_normal_user_gets_the_userns_sandbox():
+    """A real non-root grader: isolation() says "userns", and the sandbox holds, with a process
+    limit of its own (RLIMIT_NPROC is counted per user namespace, Linux 5.14+)."""
+    if os.geteuid() != 0:
+        me = isolation()
+        if me != "userns":
+            pytest.skip(f"this machine gives a normal user no user namespaces (isolation() is {me!r})")
+        seen = look_around(forks=100)
+    else:
+        home = Path(tempfile.mkdtemp(prefix="nobody-home-"))  # pytest's tmp_path is not open to other users
+        os.chown(home, 65534, 65534)
+        code = ("import json, sys; sys.path.insert(0, %r); import test_sandbox as t; from course_utils import sandbox; "
+                "print(json.dumps({'kind': sandbox.isolation(), 'seen': t.look_around(forks=100)}))") % str(ROOT / "tests")
+        as_nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--", sys.executable]
+        check = subprocess.run([*as_nobody, "-c", "import sys, torch, course_utils; print(sys.prefix, sys.base_prefix)"],
+                               capture_output=True, text=True, cwd=home, env={**os.environ, "HOME": str(home)})
+        if check.returncode != 0 or check.stdout.split() != [sys.prefix, sys.base_prefix]:
+            shutil.rmtree(home, ignore_errors=True)
+            pytest.skip(f"the user nobody cannot run this environment's Python ({sys.executable}); "
+                        f"the userns sandbox is tested as root above")
+        try:
+            proc = subprocess.run([*as_nobody, "-c", code], capture_output=True, text=True, cwd=home, timeout=120,
+                                  env={**os.environ, "HOME": str(home)})
+        finally:
+            shutil.rmtree(home, ignore_errors=True)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        out = json.loads(proc.stdout.strip().splitlines()[-1])
+        assert out["kind"] == "userns"
+        seen = out["seen"]
+    assert "solutions" not in seen["course"] and seen["net"] is False and seen["pids"] <= 3
+    assert seen["wrote_course_utils"] is False and seen["unmounted"] is False
+    assert seen["forks"] < 32, f"the process limit holds inside the user namespace: {seen['forks']} forks"

@@ -1,0 +1,145 @@
+"""The instructor's notebook and a learner's submission, as the hardened grader reads them.
+
+- load_lesson(solutions/LESSON/LESSON.ipynb) -> Lesson: its code cells in order, each a lesson cell,
+  an answer cell (the solution, markers removed) or a test cell (its points, the answer it grades and
+  its hidden lines). Everything the grader trusts comes from here, never from a submission.
+- read_answers(submission, lesson) -> ({grade id: the learner's source}, notes): only the source
+  text of the answer cells, found by grade id; it never raises on a broken file.
+- learner_version(test cell) -> the test cell as the learner's sandbox runs it, its EXPECTED block cut.
+"""
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+STUB = 'raise NotImplementedError("Exercise not attempted yet: replace this line with your code")'
+_SOLUTION_MARKERS = re.compile(r"^\s*### (BEGIN|END) SOLUTION\s*$")
+
+
+@dataclass
+class Cell:
+    kind: str            # "lesson", "answer" or "test"
+    source: str          # instructor's source (answers: the solution, markers removed)
+    gid: str | None = None
+    points: float = 0.0
+    exercise: str | None = None   # tests: the answer cell they grade
+    hidden: list[str] = field(default_factory=list)  # tests: lines of the hidden region
+
+
+@dataclass
+class Lesson:
+    name: str
+    path: Path
+    cells: list[Cell]
+
+    @property
+    def tests(self) -> list[Cell]:
+        return [c for c in self.cells if c.kind == "test"]
+
+    @property
+    def answers(self) -> list[Cell]:
+        return [c for c in self.cells if c.kind == "answer"]
+
+
+def load_lesson(path: Path) -> Lesson:
+    """Read the instructor's notebook (nbgrader source) into the cells the grader runs."""
+    import nbformat
+
+    path = Path(path)
+    nb = nbformat.read(path, as_version=4)
+    cells, last_answer = [], None
+    for c in nb.cells:
+        if c.cell_type != "code":
+            continue
+        meta = c.metadata.get("nbgrader", {})
+        gid = meta.get("grade_id")
+        if meta.get("solution"):
+            if meta.get("grade"):
+                raise ValueError(f"{path}: cell {gid} is both an answer and a test; the grader needs them apart")
+            source = "\n".join(l for l in c.source.splitlines() if not _SOLUTION_MARKERS.match(l))
+            cells.append(Cell("answer", source, gid))
+            last_answer = gid
+        elif meta.get("grade"):
+            if last_answer is None:
+                raise ValueError(f"{path}: test cell {gid} comes before any answer cell")
+            cells.append(Cell("test", c.source, gid, float(meta.get("points", 0)), last_answer, _hidden_lines(c.source)))
+        else:
+            cells.append(Cell("lesson", c.source))
+    return Lesson(path.stem, path, cells)
+
+
+def _hidden_lines(source: str) -> list[str]:
+    inside, out = False, []
+    for line in source.splitlines():
+        if "BEGIN HIDDEN TESTS" in line:
+            inside = True
+        elif "END HIDDEN TESTS" in line:
+            inside = False
+        elif inside:
+            out.append(line)
+    return out
+
+
+def learner_version(test_source: str) -> str:
+    """A test cell as the learner's worker gets it: every ### BEGIN EXPECTED ... ### END EXPECTED
+    block replaced by `expect = judge = None`, so no expected value is ever computed there."""
+    out, inside = [], False
+    for line in test_source.splitlines():
+        if line.strip() == "### BEGIN EXPECTED":
+            inside = True
+            out.append(line[: len(line) - len(line.lstrip())] + "expect = judge = None")
+        elif line.strip() == "### END EXPECTED":
+            inside = False
+        elif not inside:
+            out.append(line)
+    if inside:
+        raise ValueError("### BEGIN EXPECTED without ### END EXPECTED")
+    return "\n".join(out)
+
+
+def read_answers(data, lesson: "Lesson | set[str]") -> tuple[dict[str, str], list[str]]:
+    """The learner's source for each answer cell of `lesson`, and notes on what was odd.
+
+    Input: the submission as bytes/str (a file's content) or an already parsed dict / NotebookNode.
+    Never raises on bad input: an unreadable file gives no answers and a note saying why.
+    """
+    notes = []
+    if isinstance(data, (bytes, str)):
+        if not data.strip():
+            return {}, ["the submitted file is empty"]
+        try:
+            data = json.loads(data)
+        except (ValueError, UnicodeDecodeError) as e:
+            return {}, [f"the submitted file is not a readable notebook (invalid or truncated JSON: {str(e)[:80]})"]
+    cells = data.get("cells") if isinstance(data, dict) else None
+    if not isinstance(cells, list):
+        if isinstance(data, dict) and isinstance(data.get("worksheets"), list):  # nbformat 3
+            cells = [c for ws in data["worksheets"] if isinstance(ws, dict) for c in ws.get("cells", []) if isinstance(c, dict)]
+            for c in cells:
+                c.setdefault("source", c.get("input", ""))
+        else:
+            return {}, ["the submitted file is not a notebook (no list of cells)"]
+    wanted = set(lesson) if isinstance(lesson, set) else {c.gid for c in lesson.answers}
+    answers: dict[str, str] = {}
+    for c in cells:
+        if not isinstance(c, dict) or c.get("cell_type") != "code":
+            continue
+        meta = c.get("metadata") if isinstance(c.get("metadata"), dict) else {}
+        nbg = meta.get("nbgrader") if isinstance(meta.get("nbgrader"), dict) else {}
+        gid = nbg.get("grade_id")
+        if gid not in wanted:
+            continue
+        source = c.get("source", "")
+        if isinstance(source, list) and all(isinstance(s, str) for s in source):
+            source = "".join(source)
+        if not isinstance(source, str):
+            notes.append(f"answer cell {gid}: its source is not text; graded as not attempted")
+            continue
+        if gid in answers:
+            notes.append(f"answer cell {gid} appears more than once; the first one was graded")
+            continue
+        answers[gid] = source
+    for gid in sorted(wanted - set(answers)):
+        notes.append(f"answer cell {gid} is missing from the submission; graded as not attempted")
+    return answers, notes
