@@ -25,7 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from notebook_times import run_time  # noqa: E402
 
 from course_utils import grading, gradefolder, hardened, lessonfile  # noqa: E402
-from course_utils.sandbox import Limits, isolation  # noqa: E402
+from course_utils.isolation import isolation  # noqa: E402
+from course_utils.sandbox import Limits  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -18,7 +18,8 @@ Grading untrusted code (README "Grading untrusted code"):
     lessonfile  the instructor's notebook and a submission's answer cells, as the grader reads them
     judging     hidden tests split into probe / expect / judge; observations as strict JSON
     cellrunner  the worker that runs a learner's notebook cell by cell (learner or reference mode)
-    sandbox     that worker in its own namespaces, user, limits and cgroup; dies with the grader
+    sandbox     that worker, limited, timed and always killed; dies with the grader
+    isolation   which sandbox this machine gives: namespaces, its own read-only file system, uid, cgroup
     hardened    grade one submission: the answers in a sandbox, each test judged outside it
     autograde   nbgrader preprocessors for nbgrader_config.py (`nbgrader autograde` uses hardened)
     gradefolder `python -m course_utils.gradefolder`: a folder of submissions -> grades.csv + feedback

@@ -9,16 +9,18 @@
 """
 
 import json
+import re
 import zlib
 from pathlib import Path
 
 from nbgrader.preprocessors import ClearHiddenTests, NbGraderPreprocessor
 from traitlets import Float, Integer, List
 
-from course_utils.hardened import grade_answers, reference_for
+from course_utils.hardened import failed, grade_answers, reference_for
 from course_utils.lessonfile import read_answers
 from course_utils.review import review
-from course_utils.sandbox import Limits, isolation_warning
+from course_utils.isolation import isolation_warning
+from course_utils.sandbox import Limits
 
 
 class HideTestsInFeedback(ClearHiddenTests):
@@ -61,10 +63,21 @@ class SanitizeSubmission(NbGraderPreprocessor):
         for cell in clean.cells:
             meta = cell.metadata.get("nbgrader", {})
             if meta.get("solution") and meta.get("grade_id") in answers:
-                cell.source = answers[meta["grade_id"]]
+                cell.source = _unmarked(answers[meta["grade_id"]])
             elif meta.get("grade") and meta.get("grade_id") in tests:
                 cell.source = tests[meta["grade_id"]]
         return clean, resources
+
+
+def _unmarked(source: str) -> str:
+    """An answer with nbgrader's own markers taken out of its comment lines: `### BEGIN HIDDEN TESTS`
+    in an answer would make nbgrader's feedback step fail for that learner. Comments only, so the
+    code runs as written."""
+    return "\n".join(_MARKER.sub(lambda m: m.group(0).replace(" ", "_"), line) if line.lstrip().startswith("#") else line
+                     for line in source.split("\n"))
+
+
+_MARKER = re.compile(r"(BEGIN|END) (HIDDEN TESTS|SOLUTION)")
 
 
 class HardenedExecute(NbGraderPreprocessor):
@@ -89,8 +102,12 @@ class HardenedExecute(NbGraderPreprocessor):
         if warning := isolation_warning():
             self.log.warning("course_utils.autograde: %s", warning)
         answers, notes = read_answers(dict(nb), reference.lesson)
-        result = grade_answers(reference.lesson, reference, answers, notes, info["student"], limits,
-                               slot=zlib.crc32(info["student"].encode()) % 4000)
+        try:
+            result = grade_answers(reference.lesson, reference, answers, notes, info["student"], limits,
+                                   slot=zlib.crc32(info["student"].encode()) % 4000)
+        except Exception as e:  # noqa: BLE001 - scored 0 with the reason, so the class's grading goes on
+            self.log.error("%s: the grader failed on this submission: %r", info["student"], e)
+            result = failed(reference.lesson, info["student"], notes, e)
         for note in notes:
             self.log.warning("%s: %s", info["student"], note)
         for line in review(reference.lesson, answers):

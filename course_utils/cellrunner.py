@@ -101,10 +101,10 @@ def _limit_self() -> None:
     if not values:
         return
     memory, cpu, fsize, nofile, nproc = (int(v) for v in values.split(","))
-    wanted = [(resource.RLIMIT_AS, memory), (resource.RLIMIT_CPU, cpu), (resource.RLIMIT_FSIZE, fsize),
+    wanted = [(resource.RLIMIT_AS, memory), (resource.RLIMIT_FSIZE, fsize),
               (resource.RLIMIT_NOFILE, nofile), (resource.RLIMIT_CORE, 0)]
-    if nproc:
-        wanted.append((resource.RLIMIT_NPROC, nproc))
+    wanted += [(resource.RLIMIT_CPU, cpu)] if cpu else []      # 0: the reference, which judges a whole class
+    wanted += [(resource.RLIMIT_NPROC, nproc)] if nproc else []  # 0: not sandboxed
     for which, value in wanted:
         try:
             resource.setrlimit(which, (value, value))
@@ -152,15 +152,17 @@ def judge(session: Session, gid: str, data) -> dict:
     want, judge_fn = session.registry[gid]
     try:
         got = judging.decode(data)
-    except (ValueError, TypeError, RuntimeError) as e:
-        return {"ok": False, "message": f"the grader could not read the values your code returned ({e})"}
+    except Exception as e:  # noqa: BLE001 - whatever the learner's process sent, this process goes on judging
+        why = str(e) if type(e) is ValueError and str(e).startswith("malformed observation") else "malformed observation"
+        return {"ok": False, "message": f"the grader could not read the values your code returned ({why})"}
     try:
         judge_fn(got, want)
     except AssertionError as e:
-        return {"ok": False, "message": str(e)}
+        return {"ok": False, "message": judging.scrub(str(e), got, want)}
     except Exception as e:  # noqa: BLE001 - a value of the wrong kind makes the comparison itself fail
+        # Only the exception's built-in name: its text may quote torch internals or the learner's values.
         return {"ok": False, "message": f"your code returned values that could not be compared with the expected ones "
-                                        f"({type(e).__name__}: {str(e)[:200]})"}
+                                        f"({_error_name(e)})"}
     return {"ok": True, "message": ""}
 
 

@@ -15,10 +15,11 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from course_utils.hardened import Reference, Result, grade_answers
-from course_utils.lessonfile import Lesson, load_lesson, read_answers
+from course_utils.hardened import Reference, Result, failed, grade_answers
+from course_utils.lessonfile import MAX_SUBMISSION_BYTES, Lesson, load_lesson, read_answers
 from course_utils.review import review
-from course_utils.sandbox import Limits, isolation_warning
+from course_utils.isolation import isolation_warning
+from course_utils.sandbox import Limits
 
 
 def find_submissions(folder: Path, lesson: str) -> dict[str, Path]:
@@ -43,14 +44,18 @@ def grade_folder(source: Path, folder: Path, out: Path, jobs: int = 2, limits: L
         def one(item):
             slot, (student, path) = item
             try:
-                data = path.read_bytes()
+                with open(path, "rb") as f:  # never more than read_answers accepts
+                    data = f.read(MAX_SUBMISSION_BYTES + 1)
             except OSError as e:
                 data = b""
                 note = [f"the submitted file could not be read ({e.strerror})"]
             else:
                 note = []
             answers, notes = read_answers(data, lesson)
-            result = grade_answers(lesson, reference, answers, note + notes, student, limits, slot=slot)
+            try:
+                result = grade_answers(lesson, reference, answers, note + notes, student, limits, slot=slot)
+            except Exception as e:  # noqa: BLE001 - one submission's trouble never costs the others their grades
+                result = failed(lesson, student, note + notes, e)
             result.review = review(lesson, answers)
             return result
 

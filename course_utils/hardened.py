@@ -68,7 +68,10 @@ class Reference:
                 answer = self.worker.send({"op": "judge", "gid": gid, "obs": obs}, timeout=self.limits.cell_seconds)
             except WorkerDied:
                 self.worker.kill()
-                self._start()
+                try:
+                    self._start()
+                except RuntimeError as e:  # the next judge() tries again; this answer fails either way
+                    raise WorkerDied(f"the reference run could not be restarted ({e})") from None
                 raise
         return bool(answer.get("ok")), str(answer.get("message", ""))
 
@@ -179,6 +182,12 @@ def grade_answers(lesson: Lesson, reference: Reference, answers: dict[str, str],
     return Result(student, lesson.name, ordered, notes, time.monotonic() - start)
 
 
+def failed(lesson: Lesson, student: str, notes: list[str], error: BaseException) -> Result:
+    """A submission the grader itself failed on: 0 for every test, with the reason, in the report."""
+    why = f"not graded: the grader failed on this submission ({type(error).__name__}); tell your instructor"
+    return Result(student, lesson.name, {t.gid: Outcome(0.0, t.points, why) for t in lesson.tests}, notes)
+
+
 def _error_name(name) -> str | None:
     """What the learner's worker says was raised, as feedback may show it (the worker is the
     learner's process: anything it sends is learner-controlled text)."""
@@ -206,6 +215,8 @@ def _judge_test(lesson, reference, cell, answer, stubbed, untried, cell_errors) 
         ok, message = reference.judge(cell.gid, answer["obs"])
     except WorkerDied as e:
         return Outcome(0.0, points, f"the grader could not compare your results ({e})")
+    except (ValueError, RecursionError):  # results nested too deep to send on to the reference
+        return Outcome(0.0, points, "the grader could not compare your results (they are nested too deeply)")
     return Outcome(points if ok else 0.0, points, "" if ok else _redact(message, lesson))
 
 

@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+MAX_SUBMISSION_BYTES = 50 * 2 ** 20   # a lesson's notebook with its figures is well under 10 MB
 STUB = 'raise NotImplementedError("Exercise not attempted yet: replace this line with your code")'
 _SOLUTION_MARKERS = re.compile(r"^\s*### (BEGIN|END) SOLUTION\s*$")
 
@@ -106,11 +107,16 @@ def read_answers(data, lesson: "Lesson | set[str]") -> tuple[dict[str, str], lis
     """
     notes = []
     if isinstance(data, (bytes, str)):
+        if len(data) > MAX_SUBMISSION_BYTES:
+            return {}, [f"the submitted file is over {MAX_SUBMISSION_BYTES // 2 ** 20} MB, so it was not read "
+                        f"(clear the notebook's outputs and submit it again)"]
         if not data.strip():
             return {}, ["the submitted file is empty"]
         try:
             data = json.loads(data)
-        except (ValueError, UnicodeDecodeError) as e:
+        except RecursionError:
+            return {}, ["the submitted file is not a readable notebook (its JSON is nested too deeply)"]
+        except ValueError as e:  # UnicodeDecodeError included
             return {}, [f"the submitted file is not a readable notebook (invalid or truncated JSON: {str(e)[:80]})"]
     cells = data.get("cells") if isinstance(data, dict) else None
     if not isinstance(cells, list):

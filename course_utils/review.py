@@ -34,7 +34,7 @@ MODULES = {
 }
 # course_utils modules that grade or compare: the lesson's helpers (models, data, graph...) are fine
 GRADING_MODULES = {"judging", "checks", "grading", "hardened", "sandbox", "cellrunner", "release",
-                   "lessonfile", "autograde", "gradefolder"}
+                   "lessonfile", "autograde", "gradefolder", "isolation"}
 CALLS = {"exec", "eval", "compile", "__import__", "open", "globals", "vars", "locals", "get_ipython",
          "breakpoint", "input", "exit", "quit", "setattr", "delattr"}
 ATTRIBUTES = {"__globals__", "__builtins__", "__subclasses__", "__code__", "__closure__", "__bases__",

@@ -11,6 +11,7 @@ import copy
 import csv
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -22,7 +23,8 @@ import pytest
 
 from course_utils import grading, hardened, lessonfile
 from course_utils.review import review
-from course_utils.sandbox import Limits, can_isolate
+from course_utils.isolation import can_isolate
+from course_utils.sandbox import Limits
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = ROOT / "tests" / "fixtures" / "99-fixture" / "99-fixture.ipynb"
@@ -214,6 +216,83 @@ def count_positive(xs):
 """
 
 
+# From a red-team read of the grader (each was a hole before its fix; the entry scores what the
+# answer earns now).
+DEEP_REPLY = SCALE_OK + """import os, sys
+os.write(int(sys.argv[-1]), b'{"id": 0, "obs": ' + b"[" * 100000 + b"]" * 100000 + b"}\\n")
+"""
+UNDECODABLE = """import course_utils.judging as judging
+judging.encode = lambda value, *a, **k: {"$tensor": {"dtype": "float32", "shape": [1], "data": [10 ** 400]}}
+
+def scale(x, k):
+    return x * k
+"""
+UNPACKABLE_SHAPE = """import course_utils.judging as judging
+judging.encode = lambda value, *a, **k: {"$tensor": {"dtype": "float32", "shape": [0, 10 ** 30], "data": []}}
+
+def square_grad(x):
+    return 2 * x
+"""
+BIGINT_LEAK = """import linecache
+
+def count_positive(xs):
+    if xs == []:
+        src = ["".join(v[2]) for v in list(linecache.cache.values()) if isinstance(v, tuple) and len(v) > 2]
+        text = next(s for s in reversed(src) if "CASES" in s and "def" not in s).strip()
+        return int.from_bytes(text.encode()[:165], "big")
+    return sum(1 for v in xs if v > 0)
+"""
+STRINGS_IN_A_REPR = """import linecache
+
+def count_positive(xs):
+    text = "".join("".join(v[2]) for v in list(linecache.cache.values()) if isinstance(v, tuple) and len(v) > 2)
+    return [text[i:i + 30] for i in range(0, 600, 30)]
+"""
+SYSV_LEAK = SCALE_OK + """import ctypes
+libc = ctypes.CDLL(None)
+libc.shmget.restype, libc.shmat.restype = ctypes.c_int, ctypes.c_void_p
+seg = libc.shmget(0x7ED7EA3, 64 << 20, 0o1000 | 0o666)
+addr = libc.shmat(seg, None, 0)
+if addr not in (None, 2 ** 64 - 1):
+    ctypes.memset(addr, 1, 64 << 20)
+"""
+RUN_LOCK = SCALE_OK + """import os
+for d in ("/run/lock", "/var/lock", "/dev/mqueue", "/dev/shm", "/var/tmp"):
+    try:
+        with open(f"{d}/.left-behind-{os.getuid()}", "wb") as f:
+            f.write(b"\\0" * (1 << 20))
+    except OSError:
+        pass
+"""
+OPAQUE_BLOAT = """import course_utils.judging as judging
+encode = judging.encode
+judging.encode = lambda v, *a, **k: [{"$opaque": "T%d" % i} for i in range(100000)] if not a and type(v) is list and len(v) == 4 else encode(v, *a, **k)
+
+def count_positive(xs):
+    return sum(1 for v in xs if v > 0)
+"""
+OTHER_CHECKOUT = Path("/srv" if os.geteuid() == 0 else Path.home()) / f"course-corpus-checkout-{os.getpid()}"
+
+
+def _other_checkout(tmp: Path) -> bytes:
+    """A copy of the instructor's notebook outside the course folder, /tmp and the home directory."""
+    OTHER_CHECKOUT.mkdir(parents=True, exist_ok=True)
+    __import__("shutil").copy(FIXTURE, OTHER_CHECKOUT / "99-fixture.ipynb")
+    runs = f"""import json
+try:
+    for c in json.load(open({str(OTHER_CHECKOUT / '99-fixture.ipynb')!r}))["cells"]:
+        if c["metadata"].get("nbgrader", {{}}).get("solution"):
+            exec("".join(c["source"]), globals())
+except OSError:
+    pass
+"""
+    return dumps(notebook(fx_scale=runs, fx_grad="pass", fx_count="pass"))
+
+
+def _hidden_markers_in_answer(nb):
+    cell_of(nb, "fx_grad").source = "### BEGIN HIDDEN TESTS\n" + GRAD_OK + "### BEGIN EXPECTED\n"
+
+
 def _reads_solutions_and_writes_gradebook(tmp: Path) -> bytes:
     canary = tmp / "gradebook.db"
     canary.write_text("scores")
@@ -341,6 +420,25 @@ CORPUS = {
     "answer cell duplicated": (edited(_duplicated_answer), scores(fx_scale_test=0), ["more than once", "x + k"], False),
     "lesson cell edited to crash": (edited(_edited_lesson_cell), FULL, [], False),
     "answer source is not text": (_source_not_text(), scores(fx_count_test=0), ["not text"], False),
+    "deeply nested JSON on the answer pipe": (dumps(notebook(fx_scale=DEEP_REPLY)), scores(fx_scale_test=0),
+                                              ["not an answer"], False),
+    "deeply nested JSON file": (b"[" * 100000 + b"]" * 100000, scores(fx_scale_test=0, fx_grad_test=0, fx_count_test=0),
+                                ["nested too deeply"], False),
+    "observation that overflows the judge's decoding": (dumps(notebook(fx_scale=UNDECODABLE)),
+                                                        scores(fx_scale_test=0, fx_grad_test=0, fx_count_test=0),
+                                                        ["could not read the values"], False),
+    "tensor shape torch cannot unpack": (dumps(notebook(fx_grad=UNPACKABLE_SHAPE)), scores(fx_grad_test=0, fx_count_test=0),
+                                         ["could not read the values"], False),
+    "hidden test text as the digits of a huge int": (dumps(notebook(fx_count=BIGINT_LEAK)), scores(fx_count_test=0),
+                                                     ["int too large"], False),
+    "hidden test text in strings the judge quotes": (dumps(notebook(fx_count=STRINGS_IN_A_REPR)), scores(fx_count_test=0),
+                                                     ["should return an int"], False),
+    "fills the reference with opaque type names": (dumps(notebook(fx_count=OPAQUE_BLOAT)), scores(fx_count_test=0), [], False),
+    "hidden-test markers inside an answer": (edited(_hidden_markers_in_answer), FULL, [], False),
+    "leaves a System V shared memory segment": (dumps(notebook(fx_scale=SYSV_LEAK)), FULL, [], True),
+    "writes into world-writable host folders": (dumps(notebook(fx_scale=RUN_LOCK)), FULL, [], True),
+    "runs the solutions of a checkout outside the course": (_other_checkout,
+                                                            scores(fx_scale_test=0, fx_grad_test=0, fx_count_test=0), [], True),
 }
 
 
@@ -350,6 +448,7 @@ def graded(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("corpus")
     lesson = lessonfile.load_lesson(FIXTURE)
     reference = hardened.Reference(lesson, LIMITS)
+    reference_pid = reference.worker.proc.pid
     try:
         def one(item):
             slot, (name, (submission, *_)) = item
@@ -361,8 +460,10 @@ def graded(tmp_path_factory):
         todo = [(n, v) for n, v in CORPUS.items() if can_isolate() or not v[3]]
         with ThreadPoolExecutor(max_workers=2) as pool:
             results = dict(pool.map(one, enumerate(todo)))
+        results["reference restarted"] = reference.worker.proc.pid != reference_pid
     finally:
         reference.close()
+        __import__("shutil").rmtree(OTHER_CHECKOUT, ignore_errors=True)
     return results, tmp
 
 
@@ -385,8 +486,10 @@ def test_submission_scores_what_it_earned(graded, name):
     assert result.points == 5.0, "the points come from the instructor's notebook, whatever the submission claims"
     for o in result.outcomes.values():
         assert (o.score == o.points) == (o.message == ""), f"{name}: every lost point has a reason, and only those: {o}"
-        for secret in ("def expect", "BEGIN EXPECTED", "want.append", "CASES ="):
+        for secret in ("def expect", "BEGIN EXPECTED", "want.append", "CASES =", "list(range(-5, 6))"):
             assert secret not in o.message, f"{name}: the feedback quotes the hidden tests: {o.message}"
+        assert not re.search(r"\d{30}|frame #\d|\.so\b|Traceback", o.message), \
+            f"{name}: no long digit strings (a channel for text) and no backtraces in feedback: {o.message}"
     if name == "reads solutions, writes the gradebook":
         assert (tmp / "gradebook.db").read_text() == "scores", "the sandbox wrote the instructor's file"
 
@@ -416,6 +519,15 @@ REVIEWED = {
     "crash in a later lesson cell": "imports os",
     "crash in a later answer cell": "imports os",
     "sys.exit in an answer cell": "imports sys",
+    "deeply nested JSON on the answer pipe": "imports os",
+    "observation that overflows the judge's decoding": "imports course_utils.judging",
+    "tensor shape torch cannot unpack": "imports course_utils.judging",
+    "hidden test text as the digits of a huge int": "imports linecache",
+    "hidden test text in strings the judge quotes": "imports linecache",
+    "fills the reference with opaque type names": "imports course_utils.judging",
+    "leaves a System V shared memory segment": "imports ctypes",
+    "writes into world-writable host folders": "imports os",
+    "runs the solutions of a checkout outside the course": "calls exec",
 }
 
 
@@ -431,9 +543,25 @@ def test_review_names_the_answers_that_reach_outside_their_exercise(name, tmp_pa
         assert flagged == "", f"{name}: honest or harmless answers are not flagged, got {flagged!r}"
 
 
+def test_no_submission_makes_the_reference_restart(graded):
+    """Whatever a learner's process sends, judging it never kills the reference, which judges everyone."""
+    results, _ = graded
+    assert results["reference restarted"] is False
+
+
+def test_nothing_is_left_on_the_machine(graded):
+    """A submission's shared memory, files and processes go with its sandbox."""
+    if not can_isolate():
+        pytest.skip("needs the sandbox: grading as root, or as a normal user with user namespaces")
+    ipcs = subprocess.run(["ipcs", "-m"], capture_output=True, text=True).stdout
+    assert "0x07ed7ea3" not in ipcs, "a System V shared memory segment outlived its sandbox"
+    left = [p for d in ("/run/lock", "/var/lock", "/var/tmp", "/dev/shm") for p in Path(d).glob(".left-behind-*")]
+    assert left == [], f"files outlived their sandbox: {left}"
+
+
 def test_grading_always_finishes_within_the_budget(graded):
     results, _ = graded
-    slow = {n: r.seconds for n, r in results.items() if r.seconds > LIMITS.notebook_seconds}
+    slow = {n: r.seconds for n, r in results.items() if n in CORPUS and r.seconds > LIMITS.notebook_seconds}
     assert not slow, f"submissions that took longer than the notebook budget: {slow}"
 
 
@@ -484,6 +612,9 @@ def test_nbgrader_autograde_is_protected(tmp_path):
     crashing = answered(**{**OK, "fx_grad": "import os\nos._exit(1)\n"})
     _forged_grade_cell(crashing)
     grading.submit(course, "crasher", "99-fixture", crashing)
+    marked = answered(**OK)
+    _hidden_markers_in_answer(marked)
+    grading.submit(course, "marker", "99-fixture", marked)
     broken = course / "submitted" / "broken" / "99-fixture" / "99-fixture.ipynb"
     broken.parent.mkdir(parents=True)
     broken.write_text('{"cells": [')
@@ -502,10 +633,12 @@ def test_nbgrader_autograde_is_protected(tmp_path):
     assert got["solved"] == (5.0, 5.0)
     assert got["cheater"] == (3.0, 5.0)
     assert got["crasher"] == (3.0, 5.0)
+    assert got["marker"] == (5.0, 5.0), "nbgrader's markers inside an answer change nothing"
     log = grading.nbgrader("generate_feedback", "99-fixture", "--force", cwd=course).stderr
     assert "WARNING" not in log, log
     feedback = grading.feedback(course, "99-fixture")
     assert "is 0, expected" in feedback["cheater"]
+    assert "marker" in feedback, "the feedback of an answer holding nbgrader's markers is written too"
     for page in feedback.values():
         assert "def expect" not in page and "BEGIN HIDDEN" not in page and "CASES" not in page
 

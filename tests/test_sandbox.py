@@ -12,8 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from course_utils import isolation as isolation_module
 from course_utils import sandbox
-from course_utils.sandbox import Limits, Worker, WorkerDied, isolation
+from course_utils.isolation import isolation
+from course_utils.sandbox import Limits, Worker, WorkerDied
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -101,7 +103,13 @@ import os, socket, subprocess
 import course_utils
 from course_utils.judging import encode
 import course_utils.judging as j
-seen = {"uid": os.getuid(), "course": sorted(os.listdir(%(root)r)), "tmp": sorted(os.listdir("/tmp"))}
+seen = {"uid": os.getuid(), "course": sorted(os.listdir(%(root)r)), "tmp": sorted(os.listdir("/tmp")),
+        "top": sorted(os.listdir("/"))}
+try:
+    open("/etc/planted", "w").close()
+    seen["wrote_etc"] = True
+except OSError:
+    seen["wrote_etc"] = False
 try:
     socket.create_connection(("1.1.1.1", 53), timeout=1)
     seen["net"] = True
@@ -161,20 +169,21 @@ def test_the_sandbox_hides_the_course_and_the_network(kind, monkeypatch):
     assert seen["wrote_course_utils"] is False, "course_utils is mounted back read-only"
     assert seen["unmounted"] is False and seen["nested_unmount"] is False, "the hidden folders stay hidden"
     assert not (ROOT / "course_utils" / "planted.py").exists()
+    allowed = {*isolation_module.SYSTEM_DIRS, "dev", "proc", "sys", "tmp", "var",
+               *(Path(k).parts[1] for k in isolation_module._kept_paths())}
+    assert set(seen["top"]) <= allowed, f"its file system is the allowlist only: {seen['top']}"
+    assert "home" not in seen["top"] and "srv" not in seen["top"] and "run" not in seen["top"]
+    assert seen["wrote_etc"] is False, "nothing but /tmp is writable"
 
 
-def test_the_userns_mount_plan_makes_what_the_instructor_owns_read_only(monkeypatch, tmp_path):
-    """Under "userns" the learner's code runs as the instructor: an environment they could write
-    (here: any, since the test runs as its owner) is mounted back read-only wherever it is."""
-    monkeypatch.setattr(os, "access", lambda path, mode: True)
-    keep, hide = sandbox._mount_plan("userns")
-    assert str(Path(sys.prefix).resolve()) in keep and str(ROOT / "course_utils") in keep
-    assert {"/tmp", str(ROOT)} <= set(hide)
-    monkeypatch.setattr(os, "access", lambda path, mode: False)
-    monkeypatch.setattr(sandbox, "_owner", lambda path: -1)
-    keep, _ = sandbox._mount_plan("userns")
-    outside = [k for k in keep if not any(Path(k).is_relative_to(h) for h in hide)]
-    assert outside == [], "what the instructor cannot write stays as it is"
+def test_only_the_environment_and_course_utils_are_carried_beside_the_system_folders():
+    kept = [Path(k) for k in isolation_module._kept_paths()]
+    system = [Path("/", d).resolve() for d in isolation_module.SYSTEM_DIRS]
+    prefix = Path(sys.prefix).resolve()
+    assert ROOT / "course_utils" in kept
+    assert prefix in kept or any(prefix.is_relative_to(d) for d in system), "the environment is carried"
+    assert ROOT not in kept and not any(ROOT.is_relative_to(k) for k in kept), "never the course folder itself"
+    assert not any(k.is_relative_to(d) for k in kept for d in system), "system folders are carried whole"
 
 
 def test_a_normal_user_gets_the_userns_sandbox():

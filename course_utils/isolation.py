@@ -1,0 +1,210 @@
+"""How a learner's worker is kept apart from the machine: which sandbox this machine gives, and how.
+
+isolation() says which kind:
+- "root" (grading as root: CI, a container) and "userns" (a normal user where the kernel allows
+  unprivileged user namespaces, as most Linux distributions do): new network, mount, PID, IPC and
+  UTS namespaces (util-linux `unshare`): no network but its own loopback (so gloo between its own
+  processes works), and a file system of its own, built from an allowlist and entered with
+  `pivot_root`: the system's /usr, /bin, /lib*, /etc (and /nix) and the Python environment and
+  course_utils, all read-only, a minimal /dev, its own /proc, /sys read-only, and a private /tmp,
+  which is all it can write. The course directory (solutions, gradebook, other submissions), /home,
+  /root, /srv, /opt, /var, /run and every other folder simply are not there. No capabilities are
+  left, a process limit of its own holds, and everything is killed with it;
+- "root" also: its own uid (60000 + slot, via `setpriv`), so sandboxes cannot read each other's
+  files or anything that is not world-readable, and a memory and process cgroup (Cgroup) where the
+  machine offers one. Under "userns" the learner's code keeps the instructor's uid outside its
+  namespaces, which matters only for what the allowlist shows (the system's files) and for memory,
+  which is limited per process only;
+- "none" (no util-linux, or user namespaces disabled): limits and wall clock only; the grader warns.
+
+setup_command(kind, uid, cgroup_dirs, command) is the command line that builds the sandbox and runs
+`command` in it; course_utils.sandbox.Worker starts it.
+"""
+
+import functools
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import course_utils
+
+FIRST_UID = 60000
+USERNS = ["--user", "--map-root-user"]   # a normal user becomes root of its own user namespace, no more
+NAMESPACES = ["--net", "--mount", "--pid", "--ipc", "--uts", "--fork", "--kill-child", "--mount-proc"]
+
+
+@functools.lru_cache(maxsize=1)
+def isolation() -> str:
+    """The sandbox this machine gives a learner's worker: "root", "userns" or "none" (see above)."""
+    if any(shutil.which(tool) is None for tool in ("unshare", "setpriv", "pivot_root")):
+        return "none"
+    if os.geteuid() == 0:
+        return "root"
+    try:  # the namespaces, a read-only bind, pivot_root and dropping every capability, as _SETUP does them
+        probe = subprocess.run(["unshare", *USERNS, *NAMESPACES, "--", "/bin/sh", "-c",
+                                "mount -t tmpfs probe /dev/shm && mkdir /dev/shm/usr /dev/shm/old "
+                                "&& mount --rbind /usr /dev/shm/usr && mount -o remount,bind,ro /dev/shm/usr "
+                                "&& cd /dev/shm && pivot_root . old && umount -l /old "
+                                "&& /usr/bin/setpriv --no-new-privs --inh-caps=-all --bounding-set=-all -- /usr/bin/true"],
+                               stdin=subprocess.DEVNULL, capture_output=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return "none"
+    return "userns" if probe.returncode == 0 else "none"
+
+
+def can_isolate() -> bool:
+    """True where a learner's worker gets the namespaces (hidden files, no network): isolation() != "none"."""
+    return isolation() != "none"
+
+
+def isolation_warning() -> str | None:
+    """What an instructor should know about the sandbox here, or None when it is the full one."""
+    kind = isolation()
+    if kind == "root":
+        return None
+    if kind == "userns":
+        return ("not root: the learner's code runs in user namespaces (no network; a file system of its own: the "
+                "system's files and the Python environment, read-only, and a private /tmp) but as your own uid "
+                "outside them, with no memory cgroup; for the full sandbox grade as root in a container")
+    return ("no sandbox here (util-linux unshare, setpriv or pivot_root missing, or user namespaces disabled): the learner's "
+            "code runs with resource limits only and could read or write your files; grade untrusted work as "
+            "root in a container")
+
+
+
+# Top-level folders the sandbox's file system carries, read-only (symbolic links are copied as links).
+SYSTEM_DIRS = ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc", "nix")
+
+_SETUP = r"""
+set -e
+uid=$1; shift
+keep=""
+while [ "$1" != "--cgroups" ]; do keep="$keep $1"; shift; done; shift
+while [ "$1" != "--" ]; do echo 0 > "$1/cgroup.procs"; shift; done; shift
+py=$1
+# Loopback up (gloo between the learner's own processes); python's ioctl where neither tool is installed.
+ip link set lo up 2>/dev/null || ifconfig lo up 2>/dev/null || "$py" -c "$LOUP"
+# The new root: a tmpfs holding read-only binds of what is allowed, nothing else.
+R=/dev/shm
+mount -t tmpfs -o size=1m,mode=755 sandbox-root "$R"
+for d in $SYSTEM_DIRS; do
+  if [ -L "/$d" ]; then ln -s "$(readlink "/$d")" "$R/$d"
+  elif [ -d "/$d" ]; then mkdir "$R/$d"; mount --rbind "/$d" "$R/$d"; mount -o remount,bind,ro "$R/$d"; fi
+done
+mkdir "$R/dev"; mount -t tmpfs -o size=64k,mode=755 dev "$R/dev"
+for n in null zero full random urandom tty; do
+  if [ -e "/dev/$n" ]; then touch "$R/dev/$n"; mount --bind "/dev/$n" "$R/dev/$n"; fi
+done
+ln -s /proc/self/fd "$R/dev/fd"; mkdir "$R/dev/shm"
+mkdir "$R/proc"; mount --rbind /proc "$R/proc"
+mkdir "$R/sys"; mount --rbind /sys "$R/sys"; mount -o remount,bind,ro "$R/sys" 2>/dev/null || true
+mkdir "$R/tmp"; mount -t tmpfs -o size=256m,mode=1777 tmp "$R/tmp"
+mkdir "$R/var"; ln -s ../tmp "$R/var/tmp"
+for k in $keep; do mkdir -p "$R$k"; mount --rbind "$k" "$R$k"; mount -o remount,bind,ro "$R$k"; done
+mkdir "$R/.old"; cd "$R"; pivot_root . .old; umount -l /.old; rmdir /.old
+mount -o remount,bind,ro /
+mount -t tmpfs -o size=64m,mode=1777 shm /dev/shm
+mkdir /tmp/work && chmod 700 /tmp/work && cd /tmp/work
+export HOME=/tmp/work TMPDIR=/tmp/work; unset LOUP SYSTEM_DIRS
+# "same": a user namespace's root (the instructor outside); else a uid of the sandbox's own.
+ids=""
+if [ "$uid" != same ]; then chown "$uid:$uid" /tmp/work; ids="--reuid=$uid --regid=$uid --clear-groups"; fi
+# Not exec: this shell stays the namespace's first process, keeping the parent-death signal that a
+# change of user would clear, so the whole sandbox dies with the grader. No capabilities are left
+# (bounding set empty), so the learner's code cannot undo the mounts.
+setpriv $ids --no-new-privs --inh-caps=-all --bounding-set=-all -- "$@"
+"""
+
+
+def _kept_paths() -> list[str]:
+    """The Python environment and course_utils: mounted, read-only, into the sandbox's file system
+    (those inside the system folders it carries anyway are there already)."""
+    here = Path(course_utils.__file__).resolve().parent
+    keep = {Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve(), here,
+            Path(sys.executable).resolve().parent.parent}
+    system = [Path("/", d).resolve() for d in SYSTEM_DIRS]
+    return sorted(str(k) for k in keep if not any(k.is_relative_to(d) for d in system))
+
+
+_LOOPBACK_UP = ("import fcntl, socket, struct; s = socket.socket(); "
+                "flags = struct.unpack('16sh', fcntl.ioctl(s, 0x8913, struct.pack('16sh', b'lo', 0)))[1]; "
+                "fcntl.ioctl(s, 0x8914, struct.pack('16sh', b'lo', flags | 1))")  # SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP
+
+
+class Cgroup:
+    """A memory + pids cgroup (v2, or v1 controllers), where the machine lets us make one."""
+
+    def __init__(self, name: str, memory_bytes: int, processes: int):
+        self.dirs: list[Path] = []
+        base = Path("/sys/fs/cgroup")
+        wants = ({"memory.max": memory_bytes, "pids.max": processes}
+                 if (base / "cgroup.controllers").exists() else None)
+        try:
+            if wants is not None:
+                d = base / name
+                d.mkdir()
+                self.dirs.append(d)
+                for k, v in wants.items():
+                    (d / k).write_text(str(v))
+            else:
+                for ctrl, k, v in (("memory", "memory.limit_in_bytes", memory_bytes),
+                                   ("pids", "pids.max", processes)):
+                    d = base / ctrl / name
+                    d.mkdir()
+                    self.dirs.append(d)
+                    (d / k).write_text(str(v))
+        except OSError:
+            self.remove()
+
+    def kill(self) -> None:
+        for d in self.dirs:
+            if (d / "cgroup.kill").exists():
+                try:
+                    (d / "cgroup.kill").write_text("1")
+                except OSError:
+                    pass
+            try:
+                for pid in (d / "cgroup.procs").read_text().split():
+                    os.kill(int(pid), signal.SIGKILL)
+            except (OSError, ValueError):
+                pass
+
+    def remove(self) -> None:
+        """Remove the cgroups once their killed processes are gone (rmdir fails while any is left)."""
+        deadline = time.monotonic() + 10
+        for d in self.dirs:
+            while True:
+                try:
+                    d.rmdir()
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    if time.monotonic() > deadline:
+                        break
+                    self.kill()
+                    time.sleep(0.05)
+        self.dirs = []
+
+
+def setup_command(kind: str, uid: int, cgroup_dirs: list, command: list[str]) -> list[str]:
+    """The command line that builds a sandbox of `kind` ("root" or "userns") and runs `command` in it
+    as `uid` (root) or as the user namespace's root (userns). The environment needs LOUP and
+    SYSTEM_DIRS (environment()). setpriv --pdeathsig: if the grader dies, unshare dies, and
+    --kill-child takes the sandbox with it. The set-up script (root of the namespaces, before the
+    learner's code) joins the cgroups."""
+    if kind not in ("root", "userns"):
+        raise ValueError(f"kind must be 'root' or 'userns', got {kind!r}")
+    return ["setpriv", "--pdeathsig", "KILL", "--",
+            "unshare", *(USERNS if kind == "userns" else []), *NAMESPACES, "--",
+            "/bin/sh", "-c", _SETUP, "sandbox", str(uid) if kind == "root" else "same", *_kept_paths(),
+            "--cgroups", *[str(d) for d in cgroup_dirs], "--", *command]
+
+
+def environment() -> dict[str, str]:
+    """What the set-up script reads from its environment (it unsets both before the learner's code)."""
+    return {"LOUP": _LOOPBACK_UP, "SYSTEM_DIRS": " ".join(SYSTEM_DIRS)}
