@@ -44,16 +44,19 @@ def isolation() -> str:
         return "none"
     if os.geteuid() == 0:
         return "root"
-    try:  # the namespaces, a read-only bind, pivot_root and dropping every capability, as _SETUP does them
-        probe = subprocess.run(["unshare", *USERNS, *NAMESPACES, "--", "/bin/sh", "-c",
-                                "mount -t tmpfs probe /dev/shm && mkdir /dev/shm/usr /dev/shm/old "
-                                "&& mount --rbind /usr /dev/shm/usr && mount -o remount,bind,ro /dev/shm/usr "
-                                "&& cd /dev/shm && pivot_root . old && umount -l /old "
-                                "&& /usr/bin/setpriv --no-new-privs --inh-caps=-all --bounding-set=-all -- /usr/bin/true"],
-                               stdin=subprocess.DEVNULL, capture_output=True, timeout=20)
+    return "userns" if userns_works() else "none"
+
+
+def userns_works() -> bool:
+    """Whether the "userns" sandbox can be built here: the real set-up script, with `true` for the
+    learner's code, in user namespaces (as root too: root maps to itself)."""
+    try:
+        probe = subprocess.run(setup_command("userns", 0, [], [shutil.which("true") or "/bin/true"]),
+                               env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), **environment()},
+                               stdin=subprocess.DEVNULL, capture_output=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired):
-        return "none"
-    return "userns" if probe.returncode == 0 else "none"
+        return False
+    return probe.returncode == 0
 
 
 def can_isolate() -> bool:
@@ -73,7 +76,6 @@ def isolation_warning() -> str | None:
     return ("no sandbox here (util-linux unshare, setpriv or pivot_root missing, or user namespaces disabled): the learner's "
             "code runs with resource limits only and could read or write your files; grade untrusted work as "
             "root in a container")
-
 
 
 # Top-level folders the sandbox's file system carries, read-only (symbolic links are copied as links).

@@ -176,6 +176,14 @@ def test_the_sandbox_hides_the_course_and_the_network(kind, monkeypatch):
     assert seen["wrote_etc"] is False, "nothing but /tmp is writable"
 
 
+def test_the_userns_sandbox_builds_here_as_a_normal_user_would_get_it():
+    """isolation() asks userns_works() for a normal user; it must say yes where the namespaces work
+    (a probe that failed for its own reasons would leave instructors with limits only)."""
+    if subprocess.run(["unshare", "--user", "--map-root-user", "true"], capture_output=True).returncode != 0:
+        pytest.skip("user namespaces are not available on this machine")
+    assert isolation_module.userns_works()
+
+
 def test_only_the_environment_and_course_utils_are_carried_beside_the_system_folders():
     kept = [Path(k) for k in isolation_module._kept_paths()]
     system = [Path("/", d).resolve() for d in isolation_module.SYSTEM_DIRS]
