@@ -33,8 +33,9 @@ c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
 
 # Grading runs learners' code, so `nbgrader autograde` does not run it in nbgrader's own kernel:
 # course_utils.autograde.HardenedExecute takes the place of nbgrader's Execute step. It runs the
-# learner's answer cells in a sandbox (a separate user without network that cannot see this folder,
-# when grading as root; resource limits always), with a time limit per cell and per notebook, and
+# learner's answer cells in a sandbox (no network, a read-only file system of its own without this
+# folder; its own user when grading as root; resource limits always; see course_utils.isolation),
+# with a time limit per cell and per notebook, and
 # decides each test cell outside the sandbox: the hidden tests' expected values are computed from
 # solutions/ in a separate process and never reach the learner's code. Outcomes become the test
 # cells' outputs, which nbgrader scores as usual (an error output = no points).

@@ -9,7 +9,6 @@
 """
 
 import json
-import re
 import zlib
 from pathlib import Path
 
@@ -29,6 +28,14 @@ class HideTestsInFeedback(ClearHiddenTests):
     trait, so nbconvert's HTML exporter, which configures it for every step, made traitlets warn.)"""
 
     display_data_priority = List(NbGraderPreprocessor.display_data_priority.default_value).tag(config=True)
+
+    def preprocess_cell(self, cell, resources, cell_index):
+        """Test cells only (they come from the instructor's notebook): nbgrader's markers written
+        anywhere in a learner's answer must not make this step fail for that learner."""
+        meta = cell.metadata.get("nbgrader", {})
+        if meta.get("grade") and not meta.get("solution"):
+            return super().preprocess_cell(cell, resources, cell_index)
+        return cell, resources
 
 
 class SanitizeSubmission(NbGraderPreprocessor):
@@ -63,21 +70,10 @@ class SanitizeSubmission(NbGraderPreprocessor):
         for cell in clean.cells:
             meta = cell.metadata.get("nbgrader", {})
             if meta.get("solution") and meta.get("grade_id") in answers:
-                cell.source = _unmarked(answers[meta["grade_id"]])
+                cell.source = answers[meta["grade_id"]]
             elif meta.get("grade") and meta.get("grade_id") in tests:
                 cell.source = tests[meta["grade_id"]]
         return clean, resources
-
-
-def _unmarked(source: str) -> str:
-    """An answer with nbgrader's own markers taken out of its comment lines: `### BEGIN HIDDEN TESTS`
-    in an answer would make nbgrader's feedback step fail for that learner. Comments only, so the
-    code runs as written."""
-    return "\n".join(_MARKER.sub(lambda m: m.group(0).replace(" ", "_"), line) if line.lstrip().startswith("#") else line
-                     for line in source.split("\n"))
-
-
-_MARKER = re.compile(r"(BEGIN|END) (HIDDEN TESTS|SOLUTION)")
 
 
 class HardenedExecute(NbGraderPreprocessor):

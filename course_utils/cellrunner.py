@@ -19,7 +19,7 @@ import os
 import sys
 import types
 
-from course_utils import judging
+from course_utils import feedback, judging
 
 def _error_name(exc: BaseException | None) -> str | None:
     """The exception's type name if it is a built-in one, else a generic phrase: a learner-made
@@ -158,7 +158,7 @@ def judge(session: Session, gid: str, data) -> dict:
     try:
         judge_fn(got, want)
     except AssertionError as e:
-        return {"ok": False, "message": judging.scrub(str(e), got, want)}
+        return {"ok": False, "message": feedback.scrub(str(e), got, want)}
     except Exception as e:  # noqa: BLE001 - a value of the wrong kind makes the comparison itself fail
         # Only the exception's built-in name: its text may quote torch internals or the learner's values.
         return {"ok": False, "message": f"your code returned values that could not be compared with the expected ones "

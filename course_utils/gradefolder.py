@@ -10,11 +10,11 @@ reference run; grades.csv has a row per learner with the reasons and course_util
 
 import argparse
 import csv
-import html
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from course_utils import feedback
 from course_utils.hardened import Reference, Result, failed, grade_answers
 from course_utils.lessonfile import MAX_SUBMISSION_BYTES, Lesson, load_lesson, read_answers
 from course_utils.review import review
@@ -43,20 +43,18 @@ def grade_folder(source: Path, folder: Path, out: Path, jobs: int = 2, limits: L
     try:
         def one(item):
             slot, (student, path) = item
+            notes = []
             try:
                 with open(path, "rb") as f:  # never more than read_answers accepts
                     data = f.read(MAX_SUBMISSION_BYTES + 1)
             except OSError as e:
-                data = b""
-                note = [f"the submitted file could not be read ({e.strerror})"]
-            else:
-                note = []
-            answers, notes = read_answers(data, lesson)
+                data, notes = b"", [f"the submitted file could not be read ({e.strerror})"]
             try:
-                result = grade_answers(lesson, reference, answers, note + notes, student, limits, slot=slot)
+                answers, more = read_answers(data, lesson)
+                result = grade_answers(lesson, reference, answers, notes + more, student, limits, slot=slot % 4000)
+                result.review = review(lesson, answers)
             except Exception as e:  # noqa: BLE001 - one submission's trouble never costs the others their grades
-                result = failed(lesson, student, note + notes, e)
-            result.review = review(lesson, answers)
+                result = failed(lesson, student, notes, e)
             return result
 
         with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
@@ -78,22 +76,9 @@ def write_reports(results: list[Result], lesson: Lesson, out: Path) -> None:
             w.writerow([r.student, r.lesson, f"{r.score:g}", f"{r.points:g}",
                         *[f"{r.outcomes[g].score:g}" for g in tests], " | ".join(reasons), " | ".join(r.review)])
     for r in results:
-        page = out / "feedback" / r.student / f"{r.lesson}.html"
-        page.parent.mkdir(parents=True, exist_ok=True)
-        page.write_text(feedback_html(r))
-
-
-def feedback_html(result: Result) -> str:
-    """A learner's feedback page: the score of each exercise and what was wrong, no test code."""
-    rows = "\n".join(
-        f"<tr><td>{html.escape(gid)}</td><td>{o.score:g} / {o.points:g}</td>"
-        f"<td>{html.escape(o.message) if o.message else 'passed'}</td></tr>" for gid, o in result.outcomes.items())
-    notes = "".join(f"<li>{html.escape(n)}</li>" for n in result.notes)
-    return (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(result.lesson)}: feedback</title>"
-            f"<style>body{{font-family:sans-serif;max-width:60em}}td{{padding:.3em .8em;vertical-align:top}}</style></head>"
-            f"<body><h1>{html.escape(result.lesson)}</h1><p>Score: <b>{result.score:g} / {result.points:g}</b></p>"
-            f"<table><tr><th>test</th><th>points</th><th>feedback</th></tr>{rows}</table>"
-            + (f"<h2>Notes</h2><ul>{notes}</ul>" if notes else "") + "</body></html>\n")
+        path = out / "feedback" / r.student / f"{r.lesson}.html"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(feedback.page(r))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -24,6 +24,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from course_utils import feedback
 from course_utils.judging import raised_name
 from course_utils.lessonfile import STUB, Cell, Lesson, learner_version, load_lesson
 from course_utils.sandbox import Limits, Worker, WorkerDied
@@ -107,17 +108,6 @@ class Result:
         return sum(o.points for o in self.outcomes.values())
 
 
-def _redact(message: str, lesson: Lesson) -> str:
-    """Feedback never quotes the hidden tests, whatever the learner's values contained."""
-    message = message.strip()
-    for cell in lesson.tests:
-        for line in cell.hidden:
-            text = line.strip()
-            if len(text) >= 16 and text in message:
-                return "wrong answer (the message quoted the hidden tests, so it is not shown)"
-    return message if len(message) <= 600 else message[:600] + " ..."
-
-
 def grade_answers(lesson: Lesson, reference: Reference, answers: dict[str, str], notes: list[str] | None = None,
                   student: str = "", limits: Limits | None = None, slot: int = 0) -> Result:
     """Run the learner's answers in a sandbox and judge each test cell outside it."""
@@ -159,7 +149,7 @@ def grade_answers(lesson: Lesson, reference: Reference, answers: dict[str, str],
                 if answer.get("id") != i:
                     died = (i, "the grader got an answer for another cell")
                     break
-                answer["error"] = _error_name(answer.get("error"))
+                answer["error"] = _shown_error(answer.get("error"))
                 if cell.kind == "answer" and answer["error"]:
                     cell_errors[cell.gid] = answer["error"]
                 if cell.kind == "test" and cell.gid not in outcomes:
@@ -188,7 +178,7 @@ def failed(lesson: Lesson, student: str, notes: list[str], error: BaseException)
     return Result(student, lesson.name, {t.gid: Outcome(0.0, t.points, why) for t in lesson.tests}, notes)
 
 
-def _error_name(name) -> str | None:
+def _shown_error(name) -> str | None:
     """What the learner's worker says was raised, as feedback may show it (the worker is the
     learner's process: anything it sends is learner-controlled text)."""
     return None if name is None else raised_name((name,))
@@ -217,7 +207,8 @@ def _judge_test(lesson, reference, cell, answer, stubbed, untried, cell_errors) 
         return Outcome(0.0, points, f"the grader could not compare your results ({e})")
     except (ValueError, RecursionError):  # results nested too deep to send on to the reference
         return Outcome(0.0, points, "the grader could not compare your results (they are nested too deeply)")
-    return Outcome(points if ok else 0.0, points, "" if ok else _redact(message, lesson))
+    return Outcome(points if ok else 0.0, points,
+                   "" if ok else feedback.redact(message, [line for t in lesson.tests for line in t.hidden]))
 
 
 _references: dict[tuple, Reference] = {}

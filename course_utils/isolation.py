@@ -6,8 +6,8 @@ isolation() says which kind:
   UTS namespaces (util-linux `unshare`): no network but its own loopback (so gloo between its own
   processes works), and a file system of its own, built from an allowlist and entered with
   `pivot_root`: the system's /usr, /bin, /lib*, /etc (and /nix) and the Python environment and
-  course_utils, all read-only, a minimal /dev, its own /proc, /sys read-only, and a private /tmp,
-  which is all it can write. The course directory (solutions, gradebook, other submissions), /home,
+  course_utils, all read-only (submounts included), a read-only /dev of six devices, its own /proc
+  (/proc/sys read-only), its own read-only /sys, and a private /tmp and /dev/shm, all it can write. The course directory (solutions, gradebook, other submissions), /home,
   /root, /srv, /opt, /var, /run and every other folder simply are not there. No capabilities are
   left, a process limit of its own holds, and everything is killed with it;
 - "root" also: its own uid (60000 + slot, via `setpriv`), so sandboxes cannot read each other's
@@ -39,28 +39,39 @@ NAMESPACES = ["--net", "--mount", "--pid", "--ipc", "--uts", "--fork", "--kill-c
 
 @functools.lru_cache(maxsize=1)
 def isolation() -> str:
-    """The sandbox this machine gives a learner's worker: "root", "userns" or "none" (see above)."""
+    """The sandbox this machine gives a learner's worker: "root", "userns" or "none" (see above).
+    Asked once per grading process, by building one (sandbox_works)."""
     if any(shutil.which(tool) is None for tool in ("unshare", "setpriv", "pivot_root")):
+        _why_none.append("util-linux unshare, setpriv or pivot_root is missing")
         return "none"
-    if os.geteuid() == 0:
-        return "root"
-    return "userns" if userns_works() else "none"
+    kind = "root" if os.geteuid() == 0 else "userns"
+    return kind if sandbox_works(kind) else "none"
 
 
-def userns_works() -> bool:
-    """Whether the "userns" sandbox can be built here: the real set-up script, with `true` for the
-    learner's code, in user namespaces (as root too: root maps to itself)."""
+_why_none: list[str] = []
+
+
+def sandbox_works(kind: str) -> bool:
+    """Whether a sandbox of `kind` can be built here and run this Python with course_utils: the real
+    set-up script, as a worker would start it. (As root, "userns" maps root to itself: that checks
+    the mechanics only; grading as root always uses "root".) A failure's last line is kept for
+    isolation_warning()."""
+    command = [sys.executable, "-c", "import course_utils.cellrunner"]
     try:
-        probe = subprocess.run(setup_command("userns", 0, [], [shutil.which("true") or "/bin/true"]),
+        probe = subprocess.run(setup_command(kind, FIRST_UID, [], command),
                                env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), **environment()},
-                               stdin=subprocess.DEVNULL, capture_output=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
+                               stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        _why_none.append(f"{kind}: {type(e).__name__}")
         return False
+    if probe.returncode != 0:
+        lines = [line for line in probe.stderr.splitlines() if line.strip() and not line[0].isspace()]
+        _why_none.append(f"{kind}: {lines[-1][:200] if lines else f'exit code {probe.returncode}'}")
     return probe.returncode == 0
 
 
 def can_isolate() -> bool:
-    """True where a learner's worker gets the namespaces (hidden files, no network): isolation() != "none"."""
+    """True where a learner's worker gets the namespaces (its own file system, no network)."""
     return isolation() != "none"
 
 
@@ -73,9 +84,9 @@ def isolation_warning() -> str | None:
         return ("not root: the learner's code runs in user namespaces (no network; a file system of its own: the "
                 "system's files and the Python environment, read-only, and a private /tmp) but as your own uid "
                 "outside them, with no memory cgroup; for the full sandbox grade as root in a container")
-    return ("no sandbox here (util-linux unshare, setpriv or pivot_root missing, or user namespaces disabled): the learner's "
-            "code runs with resource limits only and could read or write your files; grade untrusted work as "
-            "root in a container")
+    why = "; ".join(_why_none) or "unknown"
+    return (f"no sandbox here ({why}): the learner's code runs with resource limits only and could read "
+            "or write your files; grade untrusted work as root in a container")
 
 
 # Top-level folders the sandbox's file system carries, read-only (symbolic links are copied as links).
@@ -83,34 +94,53 @@ SYSTEM_DIRS = ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc", "
 
 _SETUP = r"""
 set -e
+umask 022
 uid=$1; shift
-keep=""
-while [ "$1" != "--cgroups" ]; do keep="$keep $1"; shift; done; shift
-while [ "$1" != "--" ]; do echo 0 > "$1/cgroup.procs"; shift; done; shift
-py=$1
-# Loopback up (gloo between the learner's own processes); python's ioctl where neither tool is installed.
-ip link set lo up 2>/dev/null || ifconfig lo up 2>/dev/null || "$py" -c "$LOUP"
 # The new root: a tmpfs holding read-only binds of what is allowed, nothing else.
 R=/dev/shm
 mount -t tmpfs -o size=1m,mode=755 sandbox-root "$R"
+while [ "$1" != "--cgroups" ]; do mkdir -p "$R$1"; mount --rbind "$1" "$R$1"; shift; done; shift
+while [ "$1" != "--" ]; do echo 0 > "$1/cgroup.procs"; shift; done; shift
+# Loopback up (gloo between the learner's own processes); python's ioctl where neither tool is installed.
+ip link set lo up 2>/dev/null || ifconfig lo up 2>/dev/null || "$1" -c "$LOUP"
 for d in $SYSTEM_DIRS; do
   if [ -L "/$d" ]; then ln -s "$(readlink "/$d")" "$R/$d"
-  elif [ -d "/$d" ]; then mkdir "$R/$d"; mount --rbind "/$d" "$R/$d"; mount -o remount,bind,ro "$R/$d"; fi
+  elif [ -d "/$d" ]; then mkdir "$R/$d"; mount --rbind "/$d" "$R/$d"; fi
 done
-mkdir "$R/dev"; mount -t tmpfs -o size=64k,mode=755 dev "$R/dev"
+# Every mount brought in, submounts included, read-only (mountinfo's 5th field, octal escapes decoded).
+while read -r _ _ _ _ at _; do
+  at=$(printf '%b' "$at")
+  case "$at" in "$R"/*) mount -o remount,bind,ro "$at" ;; esac
+done < /proc/self/mountinfo
+mkdir "$R/dev"
+mount -t tmpfs -o size=64k,mode=755 dev "$R/dev"
 for n in null zero full random urandom tty; do
   if [ -e "/dev/$n" ]; then touch "$R/dev/$n"; mount --bind "/dev/$n" "$R/dev/$n"; fi
 done
-ln -s /proc/self/fd "$R/dev/fd"; mkdir "$R/dev/shm"
-mkdir "$R/proc"; mount --rbind /proc "$R/proc"
-mkdir "$R/sys"; mount --rbind /sys "$R/sys"; mount -o remount,bind,ro "$R/sys" 2>/dev/null || true
-mkdir "$R/tmp"; mount -t tmpfs -o size=256m,mode=1777 tmp "$R/tmp"
-mkdir "$R/var"; ln -s ../tmp "$R/var/tmp"
-for k in $keep; do mkdir -p "$R$k"; mount --rbind "$k" "$R$k"; mount -o remount,bind,ro "$R$k"; done
-mkdir "$R/.old"; cd "$R"; pivot_root . .old; umount -l /.old; rmdir /.old
+ln -s /proc/self/fd "$R/dev/fd"
+mkdir "$R/dev/shm"
+mount -o remount,bind,ro "$R/dev"
+mkdir "$R/proc"
+mount --rbind /proc "$R/proc"
+for f in sys sysrq-trigger; do
+  if [ -e "$R/proc/$f" ]; then mount --bind "$R/proc/$f" "$R/proc/$f"; mount -o remount,bind,ro "$R/proc/$f"; fi
+done
+mkdir "$R/sys"
+mount -t sysfs -o ro,nosuid,nodev,noexec sysfs "$R/sys" 2>/dev/null || true  # its own, without cgroups
+mkdir "$R/tmp"
+mount -t tmpfs -o size=256m,mode=1777 tmp "$R/tmp"
+mkdir "$R/var"
+ln -s ../tmp "$R/var/tmp"
+mkdir "$R/.old"
+cd "$R"
+pivot_root . .old
+umount -l /.old
+rmdir /.old
 mount -o remount,bind,ro /
 mount -t tmpfs -o size=64m,mode=1777 shm /dev/shm
-mkdir /tmp/work && chmod 700 /tmp/work && cd /tmp/work
+mkdir /tmp/work
+chmod 700 /tmp/work
+cd /tmp/work
 export HOME=/tmp/work TMPDIR=/tmp/work; unset LOUP SYSTEM_DIRS
 # "same": a user namespace's root (the instructor outside); else a uid of the sandbox's own.
 ids=""

@@ -105,6 +105,14 @@ def read_answers(data, lesson: "Lesson | set[str]") -> tuple[dict[str, str], lis
     Input: the submission as bytes/str (a file's content) or an already parsed dict / NotebookNode.
     Never raises on bad input: an unreadable file gives no answers and a note saying why.
     """
+    wanted = set(lesson) if isinstance(lesson, set) else {c.gid for c in lesson.answers}
+    try:
+        return _read_answers(data, wanted)
+    except Exception as e:  # noqa: BLE001 - a shape nobody thought of is still only a bad file
+        return {}, [f"the submitted file could not be read as a notebook ({type(e).__name__})"]
+
+
+def _read_answers(data, wanted: set[str]) -> tuple[dict[str, str], list[str]]:
     notes = []
     if isinstance(data, (bytes, str)):
         if len(data) > MAX_SUBMISSION_BYTES:
@@ -121,12 +129,12 @@ def read_answers(data, lesson: "Lesson | set[str]") -> tuple[dict[str, str], lis
     cells = data.get("cells") if isinstance(data, dict) else None
     if not isinstance(cells, list):
         if isinstance(data, dict) and isinstance(data.get("worksheets"), list):  # nbformat 3
-            cells = [c for ws in data["worksheets"] if isinstance(ws, dict) for c in ws.get("cells", []) if isinstance(c, dict)]
+            cells = [c for ws in data["worksheets"] if isinstance(ws, dict) and isinstance(ws.get("cells"), list)
+                     for c in ws["cells"] if isinstance(c, dict)]
             for c in cells:
                 c.setdefault("source", c.get("input", ""))
         else:
             return {}, ["the submitted file is not a notebook (no list of cells)"]
-    wanted = set(lesson) if isinstance(lesson, set) else {c.gid for c in lesson.answers}
     answers: dict[str, str] = {}
     for c in cells:
         if not isinstance(c, dict) or c.get("cell_type") != "code":
@@ -134,7 +142,7 @@ def read_answers(data, lesson: "Lesson | set[str]") -> tuple[dict[str, str], lis
         meta = c.get("metadata") if isinstance(c.get("metadata"), dict) else {}
         nbg = meta.get("nbgrader") if isinstance(meta.get("nbgrader"), dict) else {}
         gid = nbg.get("grade_id")
-        if gid not in wanted:
+        if type(gid) is not str or gid not in wanted:
             continue
         source = c.get("source", "")
         if isinstance(source, list) and all(isinstance(s, str) for s in source):

@@ -4,8 +4,8 @@
         w.send({"op": "cell", "id": 0, "gid": None, "source": "x = 1"}, timeout=60)   # -> {"id": 0, ...}
 
 A learner's worker always has resource limits (setrlimit, set by the worker on itself before any
-cell: address space, CPU seconds, file size, open files, processes, no core dumps) and a wall-clock
-limit per command, past which it and everything it started get SIGKILL. Where the machine allows,
+cell: address space, CPU seconds, file size, open files, no core dumps; processes too in a sandbox)
+and a wall-clock limit per command, past which it and everything it started get SIGKILL. Where the machine allows,
 it also runs in namespaces of its own with its own read-only file system (course_utils.isolation
 says which kind: "root", "userns" or "none").
 
@@ -61,7 +61,6 @@ class Worker:
             raise ValueError(f"slot must be an int in [0, 5000), got {slot!r}")
         self.mode, self.limits, self.slot = mode, limits or Limits(), slot
         self.proc = None
-        self.isolation = "none"
         self._buffer = bytearray()
 
     def __enter__(self):
@@ -88,19 +87,23 @@ class Worker:
         if sandboxed:
             command = setup_command(kind, uid, self._cgroup.dirs if self._cgroup else [], command)
             env.update(environment())
-            self.isolation = (f"full (uid {uid}, no network, its own read-only file system)" if kind == "root" else
-                              "user namespace (your uid outside, no network, its own read-only file system)")
-        else:
-            self.isolation = "limits only" if self.mode == "learner" else "reference (trusted)"
         # The runner sets these limits on itself before it runs anything (no preexec_fn: the
         # grader starts workers from several threads).
         env["COURSE_LIMITS"] = ",".join(str(int(v)) for v in (
             limits.memory_bytes, limits.notebook_seconds * 2 if self.mode == "learner" else 0,
             limits.file_bytes, limits.open_files,
             limits.processes if sandboxed else 0))
-        self.proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.DEVNULL, pass_fds=(write_fd,), cwd=self._tmp, env=env,
-                                     start_new_session=True)
+        try:
+            self.proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                         stderr=subprocess.DEVNULL, pass_fds=(write_fd,), cwd=self._tmp, env=env,
+                                         start_new_session=True)
+        except OSError:
+            for fd in (read_fd, write_fd):
+                os.close(fd)
+            if self._cgroup is not None:
+                self._cgroup.remove()
+            shutil.rmtree(self._tmp, ignore_errors=True)
+            raise
         os.close(write_fd)
         self._reply = read_fd
         self._buffer = bytearray()

@@ -4,7 +4,7 @@ Every submission is a version of the fixture lesson (tests/fixtures/99-fixture: 
 2 points, square_grad 2 points, count_positive 1 point) and states what it must score, exercise by
 exercise, and words the reason must contain. Cheats, crashes, floods and broken files are graded by
 course_utils.hardened with one reference run; the last tests drive the same grader through
-`nbgrader autograde` and through `python -m course_utils.hardened` on a folder.
+`nbgrader autograde` and through `python -m course_utils.gradefolder` on a folder.
 """
 
 import copy
@@ -23,7 +23,7 @@ import pytest
 
 from course_utils import grading, hardened, lessonfile
 from course_utils.review import review
-from course_utils.isolation import can_isolate
+from course_utils.isolation import can_isolate, isolation_warning
 from course_utils.sandbox import Limits
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -290,7 +290,15 @@ except OSError:
 
 
 def _hidden_markers_in_answer(nb):
-    cell_of(nb, "fx_grad").source = "### BEGIN HIDDEN TESTS\n" + GRAD_OK + "### BEGIN EXPECTED\n"
+    cell_of(nb, "fx_grad").source = ("### BEGIN HIDDEN TESTS\n" + GRAD_OK.replace("2 * x", "2 * x  # END HIDDEN TESTS")
+                                     + 'NOTE = "### BEGIN SOLUTION ### BEGIN HIDDEN TESTS"\n### BEGIN EXPECTED\n')
+
+
+def _grade_id_not_text() -> bytes:
+    nb = json.loads(dumps(notebook()))
+    next(c for c in nb["cells"] if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == "fx_grad"
+         )["metadata"]["nbgrader"]["grade_id"] = ["fx_grad"]
+    return json.dumps(nb).encode()
 
 
 def _reads_solutions_and_writes_gradebook(tmp: Path) -> bytes:
@@ -435,6 +443,10 @@ CORPUS = {
                                                      ["should return an int"], False),
     "fills the reference with opaque type names": (dumps(notebook(fx_count=OPAQUE_BLOAT)), scores(fx_count_test=0), [], False),
     "hidden-test markers inside an answer": (edited(_hidden_markers_in_answer), FULL, [], False),
+    "a grade id that is not text": (_grade_id_not_text(), scores(fx_grad_test=0), ["missing from the submission"], False),
+    "nbformat 3 worksheets without a list of cells": (b'{"worksheets": [{"cells": 5}], "nbformat": 3}',
+                                                      scores(fx_scale_test=0, fx_grad_test=0, fx_count_test=0),
+                                                      ["missing from the submission"], False),
     "leaves a System V shared memory segment": (dumps(notebook(fx_scale=SYSV_LEAK)), FULL, [], True),
     "writes into world-writable host folders": (dumps(notebook(fx_scale=RUN_LOCK)), FULL, [], True),
     "runs the solutions of a checkout outside the course": (_other_checkout,
@@ -475,7 +487,7 @@ def test_the_corpus_is_large_enough():
 def test_submission_scores_what_it_earned(graded, name):
     submission, expected, words, needs_sandbox = CORPUS[name]
     if needs_sandbox and not can_isolate():
-        pytest.skip("needs the full sandbox: grading as root with util-linux unshare and setpriv")
+        pytest.skip(f"needs the sandbox (grading as root, or as a user with user namespaces): {isolation_warning()}")
     results, tmp = graded
     result = results[name]
     got = {gid: o.score for gid, o in result.outcomes.items()}
@@ -559,6 +571,29 @@ def test_nothing_is_left_on_the_machine(graded):
     assert left == [], f"files outlived their sandbox: {left}"
 
 
+def test_a_grader_error_on_one_submission_is_a_row_of_zeros_not_a_lost_class(tmp_path, monkeypatch):
+    """If grading one submission fails in the grader itself, that learner gets 0 with the reason and
+    everyone else is graded and reported."""
+    from course_utils import gradefolder
+    folder = tmp_path / "submissions"
+    folder.mkdir()
+    for student in ("ada", "bob"):
+        (folder / f"{student}.ipynb").write_bytes(dumps(notebook()))
+    real = gradefolder.grade_answers
+
+    def flaky(lesson, reference, answers, notes, student, *args, **kwargs):
+        if student == "bob":
+            raise RecursionError("the grader's own trouble")
+        return real(lesson, reference, answers, notes, student, *args, **kwargs)
+
+    monkeypatch.setattr(gradefolder, "grade_answers", flaky)
+    results = {r.student: r for r in gradefolder.grade_folder(FIXTURE, folder, tmp_path / "out", jobs=2, limits=LIMITS)}
+    assert results["ada"].score == 5.0 and results["bob"].score == 0.0
+    assert all("the grader failed on this submission (RecursionError)" in o.message for o in results["bob"].outcomes.values())
+    rows = {r["student"]: r for r in csv.DictReader(open(tmp_path / "out" / "grades.csv"))}
+    assert rows["ada"]["score"] == "5" and rows["bob"]["score"] == "0"
+
+
 def test_grading_always_finishes_within_the_budget(graded):
     results, _ = graded
     slow = {n: r.seconds for n, r in results.items() if n in CORPUS and r.seconds > LIMITS.notebook_seconds}
@@ -639,8 +674,10 @@ def test_nbgrader_autograde_is_protected(tmp_path):
     feedback = grading.feedback(course, "99-fixture")
     assert "is 0, expected" in feedback["cheater"]
     assert "marker" in feedback, "the feedback of an answer holding nbgrader's markers is written too"
-    for page in feedback.values():
-        assert "def expect" not in page and "BEGIN HIDDEN" not in page and "CASES" not in page
+    for student, page in feedback.items():
+        assert "def expect" not in page and "def judge" not in page and "CASES" not in page
+        if student != "marker":  # that learner's own answer holds the words
+            assert "BEGIN HIDDEN" not in page
 
 
 def test_folder_command_writes_grades_and_feedback(tmp_path):

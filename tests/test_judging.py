@@ -134,17 +134,6 @@ def test_check_raised_wants_the_expected_exception_or_a_subclass():
         judging.check_raised(("Sneaky", "object"), "f")
 
 
-def test_feedback_never_quotes_strings_the_learners_process_made_up():
-    """A judge that quotes a learner's value must not carry arbitrary text (the test cell's source,
-    read from linecache) into feedback; strings that are also expected values stay."""
-    got = {"names": ["MulBackward0", "CASES = [[], [0, 0]]", "abc"]}
-    want = {"names": ["MulBackward0", "AddBackward0"]}
-    message = f"walk gave {got['names']}, expected {want['names']}; also CASES = [[], [0, 0]] and abc"
-    assert judging.scrub(message, got, want) == (
-        "walk gave ['MulBackward0', <a string of 20 characters>, <a string of 3 characters>], "
-        "expected ['MulBackward0', 'AddBackward0']; also <text> and abc")
-
-
 def test_type_names_from_the_learners_process_are_bounded_in_number():
     judging._opaque_types.clear()
     names = {type(judging.decode({"$opaque": f"T{i}"})).__name__ for i in range(judging.MAX_OPAQUE_TYPES + 50)}

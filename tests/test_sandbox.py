@@ -105,11 +105,7 @@ from course_utils.judging import encode
 import course_utils.judging as j
 seen = {"uid": os.getuid(), "course": sorted(os.listdir(%(root)r)), "tmp": sorted(os.listdir("/tmp")),
         "top": sorted(os.listdir("/"))}
-try:
-    open("/etc/planted", "w").close()
-    seen["wrote_etc"] = True
-except OSError:
-    seen["wrote_etc"] = False
+
 try:
     socket.create_connection(("1.1.1.1", 53), timeout=1)
     seen["net"] = True
@@ -122,9 +118,21 @@ try:
     seen["wrote_course_utils"] = True
 except OSError:
     seen["wrote_course_utils"] = False
-seen["unmounted"] = subprocess.run(["umount", "-l", %(root)r], capture_output=True).returncode == 0
-seen["nested_unmount"] = subprocess.run(["unshare", "--user", "--mount", "umount", "-l", %(root)r],
+kept = os.path.dirname(course_utils.__file__)  # a real mount point in the sandbox (read-only, over the course folder)
+seen["unmounted"] = subprocess.run(["umount", "-l", kept], capture_output=True).returncode == 0
+seen["nested_unmount"] = subprocess.run(["unshare", "--user", "--mount", "umount", "-l", kept],
                                         capture_output=True).returncode == 0
+seen["remounted"] = subprocess.run(["mount", "-o", "remount,bind,rw", kept], capture_output=True).returncode == 0
+seen["still_mounted"] = os.path.ismount(kept)
+writable = []
+for path in ("/etc/planted", "/usr/planted", "/dev/planted", "/sys/fs/cgroup/planted", "/proc/sys/kernel/core_pattern",
+             "/var/planted", "/planted"):
+    try:
+        with open(path, "a"):
+            writable.append(path)
+    except OSError:
+        pass
+seen["writable"] = writable
 forked = []
 for _ in range(%(forks)d):
     try:
@@ -155,7 +163,8 @@ def look_around(forks=0, slot=77):
 def test_the_sandbox_hides_the_course_and_the_network(kind, monkeypatch):
     """Both sandboxes: no course folder (solutions, gradebook, tests), no network, no other
     processes, course_utils read-only, no capabilities to undo the mounts. "userns" is what a normal
-    user gets; here it runs as root with the same namespaces and set-up script."""
+    user gets; here it runs as root with the same namespaces and set-up script (the mechanics, not a
+    normal user's rights: root maps to itself)."""
     if isolation() != "root":
         pytest.skip("runs both kinds of sandbox as root: needs grading as root with util-linux unshare and setpriv")
     monkeypatch.setattr(sandbox, "isolation", lambda: kind)
@@ -167,21 +176,26 @@ def test_the_sandbox_hides_the_course_and_the_network(kind, monkeypatch):
     assert seen["pids"] <= 3, "the sandbox sees only its own processes"
     assert int(seen["caps"], 16) == 0, "no capabilities left"
     assert seen["wrote_course_utils"] is False, "course_utils is mounted back read-only"
-    assert seen["unmounted"] is False and seen["nested_unmount"] is False, "the hidden folders stay hidden"
+    assert seen["unmounted"] is False and seen["nested_unmount"] is False and seen["remounted"] is False
+    assert seen["still_mounted"] is True, "the learner's code cannot undo its file system"
     assert not (ROOT / "course_utils" / "planted.py").exists()
     allowed = {*isolation_module.SYSTEM_DIRS, "dev", "proc", "sys", "tmp", "var",
                *(Path(k).parts[1] for k in isolation_module._kept_paths())}
     assert set(seen["top"]) <= allowed, f"its file system is the allowlist only: {seen['top']}"
     assert "home" not in seen["top"] and "srv" not in seen["top"] and "run" not in seen["top"]
-    assert seen["wrote_etc"] is False, "nothing but /tmp is writable"
+    assert seen["writable"] == [], f"nothing but /tmp and /dev/shm is writable: {seen['writable']}"
 
 
-def test_the_userns_sandbox_builds_here_as_a_normal_user_would_get_it():
-    """isolation() asks userns_works() for a normal user; it must say yes where the namespaces work
-    (a probe that failed for its own reasons would leave instructors with limits only)."""
+@pytest.mark.parametrize("kind", ["root", "userns"])
+def test_both_sandboxes_build_here_and_run_this_python(kind):
+    """isolation() builds a sandbox once (sandbox_works) before choosing it; a probe that failed for
+    reasons of its own would leave instructors with limits only. As root, "userns" maps root to
+    itself: the mechanics a normal user gets, not their rights."""
+    if os.geteuid() != 0 and kind == "root":
+        pytest.skip("the root sandbox needs root")
     if subprocess.run(["unshare", "--user", "--map-root-user", "true"], capture_output=True).returncode != 0:
         pytest.skip("user namespaces are not available on this machine")
-    assert isolation_module.userns_works()
+    assert isolation_module.sandbox_works(kind), isolation_module._why_none
 
 
 def test_only_the_environment_and_course_utils_are_carried_beside_the_system_folders():
@@ -224,5 +238,5 @@ def test_a_normal_user_gets_the_userns_sandbox():
         assert out["kind"] == "userns"
         seen = out["seen"]
     assert "solutions" not in seen["course"] and seen["net"] is False and seen["pids"] <= 3
-    assert seen["wrote_course_utils"] is False and seen["unmounted"] is False
+    assert seen["wrote_course_utils"] is False and seen["unmounted"] is False and seen["writable"] == []
     assert seen["forks"] < 32, f"the process limit holds inside the user namespace: {seen['forks']} forks"
