@@ -19,7 +19,7 @@ import os
 import sys
 import types
 
-from course_utils import feedback, judging
+from course_utils import feedback, judging, peakmemory
 
 def _error_name(exc: BaseException | None) -> str | None:
     """The exception's type name if it is a built-in one, else a generic phrase: a learner-made
@@ -38,6 +38,7 @@ class Session:
         self.obs = None
         self.problem = None
         self.registry: dict[str, tuple] = {}
+        self.peak = None   # reference mode, grading as root: its own cgroup's peak (course_utils.peakmemory)
 
     def grade(self, probe, expect, judge):
         if self.obs is not None or self.problem is not None:
@@ -51,7 +52,12 @@ class Session:
             return
         if not (callable(expect) and callable(judge)):
             raise judging.GradingSetupError(f"{self.gid}: grade() needs expect and judge in the reference run")
+        if self.peak is not None:
+            import gc
+            gc.collect()
+            self.peak.reset()
         got = judging.run_probe(probe)
+        peak = self.peak.read() if self.peak is not None else None  # the probe's, as a learner's cell is measured
         want = judging.run_expect(expect)
         for what, value in (("its own answer", got),
                             ("its answer sent through JSON", judging.decode(json.loads(json.dumps(judging.encode(got)))))):
@@ -59,7 +65,7 @@ class Session:
                 judge(value, want)
             except AssertionError as e:
                 raise judging.GradingSetupError(f"{self.gid}: the reference solution fails its judge on {what}: {e}") from None
-        self.registry[self.gid] = (want, _frozen(judge))
+        self.registry[self.gid] = (want, _frozen(judge), peak)
         self.obs = judging.encode(got)
 
 
@@ -119,6 +125,8 @@ def main(mode: str, fd: int) -> None:
 
     reply = os.fdopen(fd, "w", buffering=1)
     session = Session(mode)
+    if mode == "reference":
+        session.peak = peakmemory.from_environment()
     judging.session = session
     shell = InteractiveShell.instance()
     shell.showtraceback = lambda *a, **k: None  # tracebacks would go to stdout, which goes nowhere anyway
@@ -139,17 +147,27 @@ def main(mode: str, fd: int) -> None:
             elif mode == "reference" and exc is not None:
                 answer["setup_error"] = f"{type(exc).__name__}: {exc}"
         elif cmd["op"] == "judge":
-            answer = {"gid": cmd["gid"], **judge(session, cmd["gid"], cmd["obs"])}
+            answer = {"gid": cmd["gid"], **judge(session, cmd["gid"], cmd["obs"], cmd.get("peak"))}
         else:
             answer = {"error": f"unknown op {cmd['op']!r}"}
         reply.write(json.dumps(answer) + "\n")
 
 
-def judge(session: Session, gid: str, data) -> dict:
-    """Decode a learner's observation and run the test cell's judge on it against the reference's expect()."""
+def judge(session: Session, gid: str, data, peak: int | None = None) -> dict:
+    """Decode a learner's observation and run the test cell's judge on it against the reference's
+    expect(). peak: the learner's test cell's peak memory, measured by the grader (or None)."""
     if gid not in session.registry:
         return {"ok": False, "message": "no hidden test was recorded for this cell in the reference run"}
-    want, judge_fn = session.registry[gid]
+    want, judge_fn, reference_peak = session.registry[gid]
+    measured = type(peak) is int and type(reference_peak) is int
+    peakmemory._judged = (peak, reference_peak) if measured else None
+    try:
+        return _judge(judge_fn, data, want)
+    finally:
+        peakmemory._judged = None
+
+
+def _judge(judge_fn, data, want) -> dict:
     try:
         got = judging.decode(data)
     except Exception as e:  # noqa: BLE001 - whatever the learner's process sent, this process goes on judging

@@ -10,6 +10,8 @@ For one submission of a lesson:
    only sends back what the learner's code returned, as plain data (course_utils.judging).
 3. A reference worker, which ran the instructor's notebook once, judges that data with the test
    cell's judge against its own expect(): the comparison never runs where the learner's code runs.
+   Grading as root, the judge also gets the test cell's peak memory as the kernel measured it
+   (course_utils.peakmemory), against the reference's on the same probe.
 4. If the worker dies or hangs (os._exit, a segfault, a loop that ignores Ctrl-C, a memory bomb),
    the exercise whose code was running gets 0 with the reason, and a fresh worker runs the lesson
    again with that answer replaced by the not-attempted stub, so the other exercises are graded.
@@ -61,12 +63,14 @@ class Reference:
                 raise RuntimeError(f"{lesson.path}: test cell {cell.gid} never called grade(probe, expect, judge), so "
                                    f"it cannot be judged outside the learner's process (see course_utils/judging.py)")
 
-    def judge(self, gid: str, obs) -> tuple[bool, str]:
-        """Judge one learner's observation. If judging it kills or hangs the reference worker (a
-        huge answer to compare), that answer fails, and the reference is run again for the others."""
+    def judge(self, gid: str, obs, peak: int | None = None) -> tuple[bool, str]:
+        """Judge one learner's observation (and the peak memory of its test cell, where measured).
+        If judging it kills or hangs the reference worker (a huge answer to compare), that answer
+        fails, and the reference is run again for the others."""
         with self._lock:
             try:
-                answer = self.worker.send({"op": "judge", "gid": gid, "obs": obs}, timeout=self.limits.cell_seconds)
+                answer = self.worker.send({"op": "judge", "gid": gid, "obs": obs, "peak": peak},
+                                          timeout=self.limits.cell_seconds)
             except WorkerDied:
                 self.worker.kill()
                 try:
@@ -140,9 +144,12 @@ def grade_answers(lesson: Lesson, reference: Reference, answers: dict[str, str],
                 if left <= 0:
                     died = (i, f"the whole notebook ran past its time limit of {limits.notebook_seconds:.0f} s")
                     break
+                if cell.kind == "test":
+                    worker.reset_peak()
                 try:
                     answer = worker.send({"op": "cell", "id": i, "gid": cell.gid, "source": source,
                                           "resilient": cell.kind == "test"}, timeout=min(limits.cell_seconds, left))
+                    answer["peak"] = worker.peak_bytes() if cell.kind == "test" else None
                 except WorkerDied as e:
                     died = (i, str(e))
                     break
@@ -202,7 +209,7 @@ def _judge_test(lesson, reference, cell, answer, stubbed, untried, cell_errors) 
             why = "the hidden tests did not run (was the test cell changed at run time?)"
         return Outcome(0.0, points, why)
     try:
-        ok, message = reference.judge(cell.gid, answer["obs"])
+        ok, message = reference.judge(cell.gid, answer["obs"], answer["peak"])
     except WorkerDied as e:
         return Outcome(0.0, points, f"the grader could not compare your results ({e})")
     except (ValueError, RecursionError):  # results nested too deep to send on to the reference

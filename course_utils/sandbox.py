@@ -11,6 +11,10 @@ says which kind: "root", "userns" or "none").
 
 The worker's stdout and stderr go to /dev/null; answers come on a pipe of their own, one JSON line
 each, size-capped. The reference worker (the instructor's solution) gets limits but no sandbox.
+
+Grading as root, each worker also has a memory cgroup whose peak the grader resets and reads
+(reset_peak, peak_bytes; course_utils.peakmemory): the learner's worker around each test cell, from
+outside; the reference worker around each probe, itself.
 """
 
 import itertools
@@ -26,6 +30,7 @@ import time
 from dataclasses import dataclass
 
 from course_utils.isolation import FIRST_UID, Cgroup, environment, isolation, setup_command
+from course_utils.peakmemory import PeakMemory
 
 _serial = itertools.count()  # cgroup names are never reused within a grading process
 
@@ -47,6 +52,21 @@ class Limits:
                 raise ValueError(f"Limits.{name} must be a positive number, got {value!r}")
 
 
+def measures_memory() -> bool:
+    """Whether grading here measures peak memory from outside the learner's process (root, with a
+    memory cgroup whose peak can be reset): judges that call peakmemory.memory_peaks() get numbers."""
+    if os.geteuid() != 0 or isolation() != "root":
+        return False
+    cgroup = Cgroup(f"course-probe-{os.getpid()}-{next(_serial)}", 2 ** 30, 16)
+    try:
+        peak = PeakMemory(cgroup.dirs)
+        ok = peak.reset() and peak.read() is not None
+        peak.close()
+        return ok
+    finally:
+        cgroup.remove()
+
+
 class WorkerDied(Exception):
     """The worker ended, or was killed, before answering; str(e) says why in a learner's words."""
 
@@ -61,6 +81,7 @@ class Worker:
             raise ValueError(f"slot must be an int in [0, 5000), got {slot!r}")
         self.mode, self.limits, self.slot = mode, limits or Limits(), slot
         self.proc = None
+        self.peak = None
         self._buffer = bytearray()
 
     def __enter__(self):
@@ -82,11 +103,18 @@ class Worker:
         kind = isolation() if self.mode == "learner" else "none"
         sandboxed = kind != "none"
         uid = FIRST_UID + self.slot
+        # As root, a cgroup for the reference too: not to limit it, to measure its probes' peaks.
         self._cgroup = (Cgroup(f"course-sandbox-{os.getpid()}-{self.slot}-{next(_serial)}",
-                               limits.memory_bytes, limits.processes) if kind == "root" else None)
+                               limits.memory_bytes, limits.processes)
+                        if kind == "root" or (self.mode == "reference" and os.geteuid() == 0) else None)
         if sandboxed:
             command = setup_command(kind, uid, self._cgroup.dirs if self._cgroup else [], command)
             env.update(environment())
+        elif self._cgroup is not None:  # joined before Python starts, so that all its memory is charged there
+            env["COURSE_CGROUPS"] = ":".join(str(d) for d in self._cgroup.dirs)
+            command = ["/bin/sh", "-c", 'IFS=:; for d in $COURSE_CGROUPS; do echo $$ > "$d/cgroup.procs"; done; exec "$@"',
+                       "join-cgroup", *command]
+        self.peak = PeakMemory(self._cgroup.dirs) if self._cgroup is not None and self.mode == "learner" else None
         # The runner sets these limits on itself before it runs anything (no preexec_fn: the
         # grader starts workers from several threads).
         env["COURSE_LIMITS"] = ",".join(str(int(v)) for v in (
@@ -153,6 +181,16 @@ class Worker:
             raise WorkerDied("sent the grader something that is not an answer and was stopped")
         return answer
 
+    def reset_peak(self) -> None:
+        """Start measuring the learner's worker's peak memory (see peak_bytes)."""
+        if self.peak is not None:
+            self.peak.reset()
+
+    def peak_bytes(self) -> int | None:
+        """Memory in use by the learner's worker (all its processes) at its highest point since
+        reset_peak(), measured by the kernel; None where there is no memory cgroup (not root)."""
+        return self.peak.read() if self.peak is not None else None
+
     def _death_reason(self) -> str:
         code = self.proc.poll() if self.proc else None
         if code is None:
@@ -184,6 +222,8 @@ class Worker:
                     stream.close()
                 except OSError:
                     pass
+            if self.peak is not None:
+                self.peak.close()
             if self._cgroup is not None:
                 self._cgroup.remove()
             try:

@@ -17,6 +17,7 @@ import nbformat
 import pytest
 
 from course_utils import grading
+from course_utils.sandbox import measures_memory
 
 ROOT = Path(__file__).resolve().parent.parent
 LESSONS = grading.lessons(ROOT)
@@ -26,7 +27,9 @@ GRADED = grading.lessons(ROOT, graded=True)  # 00-start-here is released but has
 def mutants(name: str) -> list[dict]:
     """Wrong answers a learner could plausibly write, from tests/mutants/NAME.json: each names the
     submission (student), the solution cell, a text in its solution, the replacement, words the
-    feedback must contain, and optionally "also_fails": exercises whose tests build on this one."""
+    feedback must contain, and optionally "also_fails": exercises whose tests build on this one.
+    A cheat gives its whole answer ("source") instead of old/new; "needs": "memory" marks one that
+    only the grader's kernel-measured peak memory catches (grading as root with a memory cgroup)."""
     path = ROOT / "tests" / "mutants" / f"{name}.json"
     return json.loads(path.read_text()) if path.exists() else []
 
@@ -70,7 +73,8 @@ def grade_lesson(where, name):
     for r, group in enumerate(rounds):
         nb = solved
         for m in group:
-            nb = grading.replace_solution(nb, m["cell"], m["old"], m["new"])
+            nb = (grading.with_answer(nb, m["cell"], m["source"]) if "source" in m
+                  else grading.replace_solution(nb, m["cell"], m["old"], m["new"]))
         grading.submit(where, f"mutants{r}", name, nb)
     if ALTERNATES[name]:
         nb = solved
@@ -169,6 +173,8 @@ def test_second_correct_solution_scores_full_marks(graded, name):
 @pytest.mark.parametrize("name, mutant", [(n, m) for n in GRADED for m in MUTANTS[n]],
                          ids=[f"{n}-{m['student']}" for n in GRADED for m in MUTANTS[n]])
 def test_wrong_answer_loses_points_and_feedback_names_the_mistake(graded, course, name, mutant):
+    if mutant.get("needs") == "memory" and not measures_memory():
+        pytest.skip("only the kernel-measured peak memory catches this cheat: grade as root with a memory cgroup")
     scores, cells, feedback, rounds = graded(name)
     r = next(i for i, group in enumerate(rounds) if mutant in group)
     student, grade_id, words = f"mutants{r}", mutant["cell"], mutant["feedback"]

@@ -1,0 +1,107 @@
+"""Peak memory measured by the kernel, for the grader: what no code inside the worker can fake.
+
+A grading worker that runs in a memory cgroup (course_utils.isolation.Cgroup, when grading as root)
+is charged by the kernel for every page its processes use: the learner's process, any process it
+starts, files it writes to the sandbox's tmpfs. The cgroup's high-water mark is kept by the kernel
+and lives in the cgroup file system, which the sandbox does not contain, so the learner's code can
+neither read nor reset it. The grader resets it before a test cell and reads it after:
+
+    peak = PeakMemory(cgroup.dirs)     # None from .read() where the machine offers no resettable peak
+    peak.reset()
+    ...                                # the worker runs the test cell
+    peak.read()                        # -> bytes in use at the highest point since reset()
+
+The number is the whole cgroup's memory in use (Python, torch, everything resident), not an
+increase: an answer that first grows its process and then reuses that memory pays for it. Judges
+compare it with the reference solution's peak on the same probe (judging.memory_peaks).
+
+cgroup v1: memory.memsw.max_usage_in_bytes (memory + swap) or memory.max_usage_in_bytes, reset by
+writing 0. cgroup v2: memory.peak, reset by writing to it (Linux 6.12+; the reset holds for the
+open file it was written through). Elsewhere nothing is measured.
+"""
+
+import os
+from pathlib import Path
+
+V1_FILES = ("memory.memsw.max_usage_in_bytes", "memory.max_usage_in_bytes")
+
+
+class PeakMemory:
+    """The high-water mark of one memory cgroup, given the cgroup's directories (v1: one per controller)."""
+
+    def __init__(self, dirs):
+        self._fd = None
+        self._v1 = None
+        for d in map(Path, dirs):
+            for name in V1_FILES:
+                if (d / name).exists():
+                    self._v1 = d / name
+                    return
+            if (d / "memory.peak").exists():
+                try:
+                    self._fd = os.open(d / "memory.peak", os.O_RDWR)
+                except OSError:  # older kernels: read-only, so it cannot be reset
+                    self._fd = None
+                return
+
+    @property
+    def available(self) -> bool:
+        return self._v1 is not None or self._fd is not None
+
+    def reset(self) -> bool:
+        """Start a new measurement; False when it could not be reset (read() then says None)."""
+        try:
+            if self._v1 is not None:
+                self._v1.write_text("0")
+                return True
+            if self._fd is not None:
+                os.pwrite(self._fd, b"reset\n", 0)
+                return True
+        except OSError:
+            self.close()
+        return False
+
+    def read(self) -> int | None:
+        """Bytes in use at the highest point since reset(), or None where nothing is measured."""
+        try:
+            if self._v1 is not None:
+                return int(self._v1.read_text())
+            if self._fd is not None:
+                return int(os.pread(self._fd, 64, 0))
+        except (OSError, ValueError):
+            self.close()
+        return None
+
+    def close(self) -> None:
+        if self._fd is not None:
+            try:
+                os.close(self._fd)
+            except OSError:
+                pass
+        self._fd = self._v1 = None
+
+
+def from_environment() -> PeakMemory | None:
+    """The reference worker's own cgroup (COURSE_CGROUPS: directories separated by ':', joined by
+    the shell that started it), or None when the grader gave it none. Only the trusted reference
+    uses this."""
+    dirs = [d for d in os.environ.pop("COURSE_CGROUPS", "").split(":") if d]
+    peak = PeakMemory(dirs) if dirs else None
+    return peak if peak is not None and peak.available else None
+
+
+# Set by course_utils.cellrunner in the reference worker while a judge runs: (the learner's peak
+# over the whole test cell, the reference's peak over the same probe), both in bytes.
+_judged: tuple[int, int] | None = None
+
+
+def memory_peaks() -> tuple[int, int] | None:
+    """For a judge: (learner, reference) peak bytes of memory in use, measured by the kernel while
+    the learner's test cell ran and while the reference ran the same probe; None in a notebook, or
+    where the grader has no memory cgroup (grading as a normal user). A judge that uses it:
+
+        peaks = memory_peaks()
+        if peaks is not None and peaks[0] - peaks[1] > 96 * 2 ** 20:
+            raise AssertionError("... used more memory than ... : ...")
+    """
+    return _judged

@@ -1,0 +1,89 @@
+"""course_utils.peakmemory and the grader's use of it: peak memory measured by the kernel, from
+outside the learner's process, where grading runs as root with a memory cgroup."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from course_utils import peakmemory
+from course_utils.isolation import Cgroup
+from course_utils.peakmemory import PeakMemory
+from course_utils.sandbox import Limits, Worker, measures_memory
+
+MB = 2 ** 20
+needs_cgroup = pytest.mark.skipif(not measures_memory(),
+                                  reason="needs grading as root with a memory cgroup (a container or VM; CI has one)")
+
+
+def test_nothing_measured_without_a_cgroup(tmp_path):
+    peak = PeakMemory([tmp_path])
+    assert not peak.available
+    assert peak.reset() is False and peak.read() is None
+    assert PeakMemory([]).read() is None
+
+
+def test_a_judge_sees_no_numbers_outside_the_grader():
+    assert peakmemory.memory_peaks() is None
+
+
+def test_the_reference_takes_its_cgroup_from_the_environment_once(monkeypatch, tmp_path):
+    monkeypatch.setenv("COURSE_CGROUPS", str(tmp_path))  # no memory files there: nothing to measure
+    assert peakmemory.from_environment() is None
+    assert "COURSE_CGROUPS" not in os.environ, "the variable is consumed, so the lesson's code never sees it"
+
+
+@needs_cgroup
+def test_peak_counts_every_process_in_the_cgroup_and_resets():
+    """A child that touches 200 MB and exits still shows in the peak; reset() forgets it."""
+    cgroup = Cgroup(f"course-test-peak-{os.getpid()}", 2 ** 30, 64)
+    try:
+        peak = PeakMemory(cgroup.dirs)
+        assert peak.available
+        script = ("import sys; b = bytearray(200 * 2 ** 20); b[::4096] = b'x' * len(b[::4096]); "
+                  "sys.stdout.write('done')")
+        join = 'for d in "$@"; do echo $$ > "$d/cgroup.procs"; done; exec ' + f"{sys.executable} -c \"{script}\""
+        assert peak.reset()
+        out = subprocess.run(["/bin/sh", "-c", join, "sh", *map(str, cgroup.dirs)], capture_output=True, text=True, timeout=60)
+        assert out.stdout == "done", out.stderr
+        assert peak.read() >= 200 * MB
+        assert peak.reset()
+        assert peak.read() < 50 * MB, "after reset the peak is what is in use now (nothing: the child is gone)"
+        peak.close()
+    finally:
+        cgroup.remove()
+
+
+@needs_cgroup
+def test_the_learners_worker_is_measured_from_outside_and_cannot_hide_memory():
+    """The peak over a cell includes memory the learner's code used and freed, or used in a child
+    process, whatever the code does to its own process afterwards."""
+    with Worker("learner", Limits()) as w:
+        w.send({"op": "cell", "id": 0, "gid": None, "source": "import torch"}, timeout=120)
+        w.reset_peak()
+        w.send({"op": "cell", "id": 1, "gid": None, "source": "x = 1"}, timeout=60)
+        idle = w.peak_bytes()
+        w.reset_peak()
+        w.send({"op": "cell", "id": 2, "gid": None, "source": "t = torch.ones(300 * 2 ** 20 // 8, dtype=torch.float64)\ndel t"},
+               timeout=60)
+        used = w.peak_bytes()
+        w.reset_peak()
+        w.send({"op": "cell", "id": 3, "gid": None, "source": (
+            "import os\npid = os.fork()\nif pid == 0:\n    b = bytearray(300 * 2 ** 20)\n    b[::4096] = b'x' * len(b[::4096])\n"
+            "    os._exit(0)\nos.waitpid(pid, 0)\n"
+            "try:\n    open('/proc/self/clear_refs', 'w').write('5')\nexcept OSError:\n    pass\n")}, timeout=60)
+        forked = w.peak_bytes()
+    assert used - idle >= 290 * MB
+    assert forked - idle >= 290 * MB
+
+
+@needs_cgroup
+def test_the_reference_worker_is_charged_from_its_start():
+    """The reference joins its cgroup before Python starts, so its peaks compare with a learner's."""
+    with Worker("reference", Limits()) as w:
+        w.send({"op": "cell", "id": 0, "gid": None, "source": "import torch"}, timeout=120)
+        usage = PeakMemory(w._cgroup.dirs)
+        usage.reset()
+        assert usage.read() > 50 * MB, "torch's import is charged to the reference's cgroup"
+        usage.close()
