@@ -6,7 +6,9 @@ and answers one JSON line on file descriptor FD:
 
     {"op": "cell", "id": 7, "gid": "l01_x_test", "source": "...", "resilient": true}
         -> {"id": 7, "error": null | "NameError", "obs": ...}   (resilient: one statement at a time, going on past errors)
-    {"op": "judge", "gid": "l01_x_test", "obs": ...}               -> {"gid": ..., "ok": bool, "message": "..."}
+    {"op": "judge", "gid": "l01_x_test", "obs": ..., "peak": bytes | None}
+                                                                   -> {"gid": ..., "ok": bool, "message": "..."}
+    {"op": "collect"}                                              -> {"collected": true}   (gc, malloc_trim)
 
 Cells run in IPython's InteractiveShell (magics work, no kernel); stdout and stderr go nowhere. In
 learner mode a test cell's grade() sends encode(probe()) and nothing else; in reference mode it keeps
@@ -53,8 +55,7 @@ class Session:
         if not (callable(expect) and callable(judge)):
             raise judging.GradingSetupError(f"{self.gid}: grade() needs expect and judge in the reference run")
         if self.peak is not None:
-            import gc
-            gc.collect()
+            collect()
             self.peak.reset()
         got = judging.run_probe(probe)
         peak = self.peak.read() if self.peak is not None else None  # the probe's, as a learner's cell is measured
@@ -67,6 +68,18 @@ class Session:
                 raise judging.GradingSetupError(f"{self.gid}: the reference solution fails its judge on {what}: {e}") from None
         self.registry[self.gid] = (want, _frozen(judge), peak)
         self.obs = judging.encode(got)
+
+
+def collect() -> None:
+    """Free garbage and hand freed heap back to the system (glibc), so that a peak measured next
+    starts from what is really in use: done before each measured test cell, learner and reference alike."""
+    import ctypes
+    import gc
+    gc.collect()
+    try:
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc
+        pass
 
 
 def _statements(source: str) -> list[str]:
@@ -146,6 +159,9 @@ def main(mode: str, fd: int) -> None:
                 answer["setup_error"] = str(exc)
             elif mode == "reference" and exc is not None:
                 answer["setup_error"] = f"{type(exc).__name__}: {exc}"
+        elif cmd["op"] == "collect":
+            collect()
+            answer = {"collected": True}
         elif cmd["op"] == "judge":
             answer = {"gid": cmd["gid"], **judge(session, cmd["gid"], cmd["obs"], cmd.get("peak"))}
         else:

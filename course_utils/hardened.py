@@ -21,6 +21,7 @@ autograde LESSON` uses this module through course_utils.autograde (set in nbgrad
 `python -m course_utils.gradefolder LESSON FOLDER` grades a folder of submissions in parallel.
 """
 
+import atexit
 import threading
 import time
 from dataclasses import dataclass, field
@@ -29,6 +30,7 @@ from pathlib import Path
 from course_utils import feedback
 from course_utils.judging import raised_name
 from course_utils.lessonfile import STUB, Cell, Lesson, learner_version, load_lesson
+from course_utils.peakmemory import measures_memory
 from course_utils.sandbox import Limits, Worker, WorkerDied
 
 
@@ -121,6 +123,7 @@ def grade_answers(lesson: Lesson, reference: Reference, answers: dict[str, str],
     outcomes: dict[str, Outcome] = {}
     stubbed: dict[str, str] = {}   # answer gid -> why it was replaced by the stub
     untried = {gid for gid, src in answers.items() if src.strip().endswith(STUB) or not src.strip()}
+    unmeasured = "the memory cgroup of this submission could not be made: its memory was not measured by the kernel"
     for gid in {c.gid for c in lesson.answers} - set(answers):
         stubbed[gid] = "not attempted"
 
@@ -133,6 +136,8 @@ def grade_answers(lesson: Lesson, reference: Reference, answers: dict[str, str],
         last_answer, died = None, None
         cell_errors: dict[str, str] = {}
         with Worker("learner", limits, slot=slot) as worker:
+            if measures_memory() and not (worker.peak and worker.peak.available) and unmeasured not in notes:
+                notes.append(unmeasured)
             for i, cell in enumerate(lesson.cells):
                 if cell.kind == "answer":
                     source, last_answer = source_of(cell), cell.gid
@@ -144,9 +149,10 @@ def grade_answers(lesson: Lesson, reference: Reference, answers: dict[str, str],
                 if left <= 0:
                     died = (i, f"the whole notebook ran past its time limit of {limits.notebook_seconds:.0f} s")
                     break
-                if cell.kind == "test":
-                    worker.reset_peak()
                 try:
+                    if cell.kind == "test" and worker.peak is not None:
+                        worker.send({"op": "collect"}, timeout=min(limits.cell_seconds, left))  # garbage is not counted
+                        worker.reset_peak()
                     answer = worker.send({"op": "cell", "id": i, "gid": cell.gid, "source": source,
                                           "resilient": cell.kind == "test"}, timeout=min(limits.cell_seconds, left))
                     answer["peak"] = worker.peak_bytes() if cell.kind == "test" else None
@@ -228,5 +234,14 @@ def reference_for(path: Path, limits: Limits) -> Reference:
     key = (str(path), path.stat().st_mtime_ns)
     with _references_lock:
         if key not in _references:
+            if not _references:
+                atexit.register(_close_references)  # their workers and cgroups end with the grading process
             _references[key] = Reference(load_lesson(path), limits)
         return _references[key]
+
+
+def _close_references() -> None:
+    with _references_lock:
+        for reference in _references.values():
+            reference.close()
+        _references.clear()

@@ -11,7 +11,7 @@ isolation() says which kind:
   /root, /srv, /opt, /var, /run and every other folder simply are not there. No capabilities are
   left, a process limit of its own holds, and everything is killed with it;
 - "root" also: its own uid (60000 + slot, via `setpriv`), so sandboxes cannot read each other's
-  files or anything that is not world-readable, and a memory and process cgroup (Cgroup) where the
+  files or anything that is not world-readable, and a memory and process cgroup (course_utils.cgroups) where the
   machine offers one. Under "userns" the learner's code keeps the instructor's uid outside its
   namespaces, which matters only for what the allowlist shows (the system's files) and for memory,
   which is limited per process only;
@@ -24,10 +24,8 @@ setup_command(kind, uid, cgroup_dirs, command) is the command line that builds t
 import functools
 import os
 import shutil
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import course_utils
@@ -75,15 +73,19 @@ def can_isolate() -> bool:
     return isolation() != "none"
 
 
+_UNMEASURED = ("; lessons 05 and 06 then check memory inside the learner's process, where a cheat can fake it")
+
+
 def isolation_warning() -> str | None:
     """What an instructor should know about the sandbox here, or None when it is the full one."""
     kind = isolation()
     if kind == "root":
-        return None
+        from course_utils.peakmemory import measures_memory
+        return None if measures_memory() else "no memory cgroup could be made here" + _UNMEASURED
     if kind == "userns":
         return ("not root: the learner's code runs in user namespaces (no network; a file system of its own: the "
                 "system's files and the Python environment, read-only, and a private /tmp) but as your own uid "
-                "outside them, with no memory cgroup; for the full sandbox grade as root in a container")
+                "outside them, with no memory cgroup" + _UNMEASURED + "; for the full sandbox grade as root in a container")
     why = "; ".join(_why_none) or "unknown"
     return (f"no sandbox here ({why}): the learner's code runs with resource limits only and could read "
             "or write your files; grade untrusted work as root in a container")
@@ -165,62 +167,6 @@ def _kept_paths() -> list[str]:
 _LOOPBACK_UP = ("import fcntl, socket, struct; s = socket.socket(); "
                 "flags = struct.unpack('16sh', fcntl.ioctl(s, 0x8913, struct.pack('16sh', b'lo', 0)))[1]; "
                 "fcntl.ioctl(s, 0x8914, struct.pack('16sh', b'lo', flags | 1))")  # SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP
-
-
-class Cgroup:
-    """A memory + pids cgroup (v2, or v1 controllers), where the machine lets us make one."""
-
-    def __init__(self, name: str, memory_bytes: int, processes: int):
-        self.dirs: list[Path] = []
-        base = Path("/sys/fs/cgroup")
-        wants = ({"memory.max": memory_bytes, "pids.max": processes}
-                 if (base / "cgroup.controllers").exists() else None)
-        try:
-            if wants is not None:
-                d = base / name
-                d.mkdir()
-                self.dirs.append(d)
-                for k, v in wants.items():
-                    (d / k).write_text(str(v))
-            else:
-                for ctrl, k, v in (("memory", "memory.limit_in_bytes", memory_bytes),
-                                   ("pids", "pids.max", processes)):
-                    d = base / ctrl / name
-                    d.mkdir()
-                    self.dirs.append(d)
-                    (d / k).write_text(str(v))
-        except OSError:
-            self.remove()
-
-    def kill(self) -> None:
-        for d in self.dirs:
-            if (d / "cgroup.kill").exists():
-                try:
-                    (d / "cgroup.kill").write_text("1")
-                except OSError:
-                    pass
-            try:
-                for pid in (d / "cgroup.procs").read_text().split():
-                    os.kill(int(pid), signal.SIGKILL)
-            except (OSError, ValueError):
-                pass
-
-    def remove(self) -> None:
-        """Remove the cgroups once their killed processes are gone (rmdir fails while any is left)."""
-        deadline = time.monotonic() + 10
-        for d in self.dirs:
-            while True:
-                try:
-                    d.rmdir()
-                    break
-                except FileNotFoundError:
-                    break
-                except OSError:
-                    if time.monotonic() > deadline:
-                        break
-                    self.kill()
-                    time.sleep(0.05)
-        self.dirs = []
 
 
 def setup_command(kind: str, uid: int, cgroup_dirs: list, command: list[str]) -> list[str]:

@@ -1,6 +1,6 @@
 """Peak memory measured by the kernel, for the grader: what no code inside the worker can fake.
 
-A grading worker that runs in a memory cgroup (course_utils.isolation.Cgroup, when grading as root)
+A grading worker that runs in a memory cgroup (course_utils.cgroups.Cgroup, when grading as root)
 is charged by the kernel for every page its processes use: the learner's process, any process it
 starts, files it writes to the sandbox's tmpfs. The cgroup's high-water mark is kept by the kernel
 and lives in the cgroup file system, which the sandbox does not contain, so the learner's code can
@@ -15,15 +15,20 @@ The number is the whole cgroup's memory in use (Python, torch, everything reside
 increase: an answer that first grows its process and then reuses that memory pays for it. Judges
 compare it with the reference solution's peak on the same probe (judging.memory_peaks).
 
-cgroup v1: memory.memsw.max_usage_in_bytes (memory + swap) or memory.max_usage_in_bytes, reset by
-writing 0. cgroup v2: memory.peak, reset by writing to it (Linux 6.12+; the reset holds for the
-open file it was written through). Elsewhere nothing is measured.
+cgroup v1: memory.memsw.max_usage_in_bytes (memory + swap) or memory.max_usage_in_bytes, plus the
+socket buffers (memory.kmem.tcp.max_usage_in_bytes, which v1 counts apart; course_utils.cgroups
+turns that accounting on), each reset by writing 0. cgroup v2: memory.peak (sockets included),
+reset by writing to it (Linux 6.12+; the reset holds for the open file it was written through).
+Elsewhere nothing is measured. Huge pages are charged to no memory cgroup, so measures_memory()
+also asks that the machine reserves none.
 """
 
+import functools
 import os
 from pathlib import Path
 
 V1_FILES = ("memory.memsw.max_usage_in_bytes", "memory.max_usage_in_bytes")
+V1_TCP = "memory.kmem.tcp.max_usage_in_bytes"
 
 
 class PeakMemory:
@@ -31,12 +36,14 @@ class PeakMemory:
 
     def __init__(self, dirs):
         self._fd = None
-        self._v1 = None
+        self._v1: list[Path] = []
         for d in map(Path, dirs):
-            for name in V1_FILES:
-                if (d / name).exists():
-                    self._v1 = d / name
-                    return
+            memory = next((d / n for n in V1_FILES if (d / n).exists()), None)
+            if memory is not None:
+                # Socket buffers count only where their accounting is on (a limit was set).
+                tcp_on = (d / V1_TCP).exists() and _tcp_limited(d)
+                self._v1 = [memory, d / V1_TCP] if tcp_on else []
+                return
             if (d / "memory.peak").exists():
                 try:
                     self._fd = os.open(d / "memory.peak", os.O_RDWR)
@@ -46,13 +53,14 @@ class PeakMemory:
 
     @property
     def available(self) -> bool:
-        return self._v1 is not None or self._fd is not None
+        return bool(self._v1) or self._fd is not None
 
     def reset(self) -> bool:
         """Start a new measurement; False when it could not be reset (read() then says None)."""
         try:
-            if self._v1 is not None:
-                self._v1.write_text("0")
+            if self._v1:
+                for f in self._v1:
+                    f.write_text("0")
                 return True
             if self._fd is not None:
                 os.pwrite(self._fd, b"reset\n", 0)
@@ -62,10 +70,11 @@ class PeakMemory:
         return False
 
     def read(self) -> int | None:
-        """Bytes in use at the highest point since reset(), or None where nothing is measured."""
+        """Bytes in use at the highest point since reset(), or None where nothing is measured.
+        (v1: the memory peak plus the socket-buffer peak, an upper bound of their sum's peak.)"""
         try:
-            if self._v1 is not None:
-                return int(self._v1.read_text())
+            if self._v1:
+                return sum(int(f.read_text()) for f in self._v1)
             if self._fd is not None:
                 return int(os.pread(self._fd, 64, 0))
         except (OSError, ValueError):
@@ -78,7 +87,39 @@ class PeakMemory:
                 os.close(self._fd)
             except OSError:
                 pass
-        self._fd = self._v1 = None
+        self._fd, self._v1 = None, []
+
+
+def _tcp_limited(d: Path) -> bool:
+    try:
+        return int((d / "memory.kmem.tcp.limit_in_bytes").read_text()) < 2 ** 60
+    except (OSError, ValueError):
+        return False
+
+
+@functools.lru_cache(maxsize=1)
+def measures_memory() -> bool:
+    """Whether grading here measures peak memory from outside the learner's process: root, the full
+    sandbox, a memory cgroup whose peak can be reset, and no huge pages reserved (they escape it)."""
+    from course_utils.cgroups import Cgroup
+    from course_utils.isolation import isolation
+    if os.geteuid() != 0 or isolation() != "root" or not _no_huge_pages():
+        return False
+    cgroup = Cgroup(f"course-probe-{os.getpid()}", 2 ** 30, 16)
+    try:
+        peak = PeakMemory(cgroup.dirs)
+        ok = peak.reset() and peak.read() is not None
+        peak.close()
+        return ok
+    finally:
+        cgroup.remove()
+
+
+def _no_huge_pages() -> bool:
+    try:
+        return all(int(Path("/proc/sys/vm", f).read_text()) == 0 for f in ("nr_hugepages", "nr_overcommit_hugepages"))
+    except (OSError, ValueError):
+        return True  # no such settings: no huge pages to reserve
 
 
 def from_environment() -> PeakMemory | None:
@@ -101,7 +142,7 @@ def memory_peaks() -> tuple[int, int] | None:
     where the grader has no memory cgroup (grading as a normal user). A judge that uses it:
 
         peaks = memory_peaks()
-        if peaks is not None and peaks[0] - peaks[1] > 96 * 2 ** 20:
+        if peaks is not None and peaks[0] - peaks[1] > 64 * 2 ** 20:
             raise AssertionError("... used more memory than ... : ...")
     """
     return _judged

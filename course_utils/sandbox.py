@@ -29,7 +29,8 @@ import tempfile
 import time
 from dataclasses import dataclass
 
-from course_utils.isolation import FIRST_UID, Cgroup, environment, isolation, setup_command
+from course_utils.cgroups import Cgroup
+from course_utils.isolation import FIRST_UID, environment, isolation, setup_command
 from course_utils.peakmemory import PeakMemory
 
 _serial = itertools.count()  # cgroup names are never reused within a grading process
@@ -50,21 +51,6 @@ class Limits:
         for name, value in vars(self).items():
             if not (isinstance(value, (int, float)) and value > 0):
                 raise ValueError(f"Limits.{name} must be a positive number, got {value!r}")
-
-
-def measures_memory() -> bool:
-    """Whether grading here measures peak memory from outside the learner's process (root, with a
-    memory cgroup whose peak can be reset): judges that call peakmemory.memory_peaks() get numbers."""
-    if os.geteuid() != 0 or isolation() != "root":
-        return False
-    cgroup = Cgroup(f"course-probe-{os.getpid()}-{next(_serial)}", 2 ** 30, 16)
-    try:
-        peak = PeakMemory(cgroup.dirs)
-        ok = peak.reset() and peak.read() is not None
-        peak.close()
-        return ok
-    finally:
-        cgroup.remove()
 
 
 class WorkerDied(Exception):
@@ -112,7 +98,7 @@ class Worker:
             env.update(environment())
         elif self._cgroup is not None:  # joined before Python starts, so that all its memory is charged there
             env["COURSE_CGROUPS"] = ":".join(str(d) for d in self._cgroup.dirs)
-            command = ["/bin/sh", "-c", 'IFS=:; for d in $COURSE_CGROUPS; do echo $$ > "$d/cgroup.procs"; done; exec "$@"',
+            command = ["/bin/sh", "-c", 'IFS=:; for d in $COURSE_CGROUPS; do echo $$ > "$d/cgroup.procs" || exit 97; done; exec "$@"',
                        "join-cgroup", *command]
         self.peak = PeakMemory(self._cgroup.dirs) if self._cgroup is not None and self.mode == "learner" else None
         # The runner sets these limits on itself before it runs anything (no preexec_fn: the

@@ -17,7 +17,7 @@ import nbformat
 import pytest
 
 from course_utils import grading
-from course_utils.sandbox import measures_memory
+from course_utils.peakmemory import measures_memory
 
 ROOT = Path(__file__).resolve().parent.parent
 LESSONS = grading.lessons(ROOT)

@@ -8,9 +8,10 @@ import sys
 import pytest
 
 from course_utils import peakmemory
-from course_utils.isolation import Cgroup
+from course_utils.cgroups import Cgroup
 from course_utils.peakmemory import PeakMemory
-from course_utils.sandbox import Limits, Worker, measures_memory
+from course_utils.peakmemory import measures_memory
+from course_utils.sandbox import Limits, Worker
 
 MB = 2 ** 20
 needs_cgroup = pytest.mark.skipif(not measures_memory(),
