@@ -88,3 +88,39 @@ def test_the_reference_worker_is_charged_from_its_start():
         usage.reset()
         assert usage.read() > 50 * MB, "torch's import is charged to the reference's cgroup"
         usage.close()
+
+
+PARK_IN_SOCKETS = """import socket
+server = socket.socket()
+server.bind(("127.0.0.1", 0))
+server.listen(64)
+pairs, parked = [], 0
+for _ in range(24):
+    client = socket.create_connection(server.getsockname())
+    pairs.append((client, server.accept()[0]))
+    client.setblocking(False)
+    try:
+        while parked < 48 * 2 ** 20:
+            parked += client.send(b"x" * 65536)
+    except OSError:  # this connection's buffers are full
+        pass
+for a, b in pairs:
+    a.close()
+    b.close()
+"""
+
+
+@needs_cgroup
+def test_data_parked_in_socket_buffers_is_counted():
+    """Loopback TCP buffers are kernel memory that v1 cgroups count only when told to: a cheat could
+    otherwise keep a summed graph's activations there, out of the measured peak."""
+    with Worker("learner", Limits()) as w:
+        w.send({"op": "cell", "id": 0, "gid": None, "source": "x = 1"}, timeout=120)
+        w.reset_peak()
+        w.send({"op": "cell", "id": 1, "gid": None, "source": "y = 2"}, timeout=60)
+        idle = w.peak_bytes()
+        w.reset_peak()
+        answer = w.send({"op": "cell", "id": 2, "gid": None, "source": PARK_IN_SOCKETS}, timeout=60)
+        parked = w.peak_bytes()
+    assert answer["error"] is None
+    assert parked - idle >= 32 * MB, f"only {(parked - idle) / MB:.0f} MB of the ~48 MB in socket buffers was counted"
