@@ -101,6 +101,9 @@ uid=$1; shift
 # The new root: a tmpfs holding read-only binds of what is allowed, nothing else.
 R=/dev/shm
 mount -t tmpfs -o size=1m,mode=755 sandbox-root "$R"
+# The private /tmp first: a kept path may lie under /tmp (a checkout in /tmp/course).
+mkdir "$R/tmp"
+mount -t tmpfs -o size=256m,mode=1777 tmp "$R/tmp"
 while [ "$1" != "--cgroups" ]; do mkdir -p "$R$1"; mount --rbind "$1" "$R$1"; shift; done; shift
 while [ "$1" != "--" ]; do echo 0 > "$1/cgroup.procs"; shift; done; shift
 # Loopback up (gloo between the learner's own processes); python's ioctl where neither tool is installed.
@@ -112,7 +115,7 @@ done
 # Every mount brought in, submounts included, read-only (mountinfo's 5th field, octal escapes decoded).
 while read -r _ _ _ _ at _; do
   at=$(printf '%b' "$at")
-  case "$at" in "$R"/*) mount -o remount,bind,ro "$at" ;; esac
+  case "$at" in "$R/tmp") ;; "$R"/*) mount -o remount,bind,ro "$at" ;; esac
 done < /proc/self/mountinfo
 mkdir "$R/dev"
 mount -t tmpfs -o size=64k,mode=755 dev "$R/dev"
@@ -129,10 +132,8 @@ for f in sys sysrq-trigger; do
 done
 mkdir "$R/sys"
 mount -t sysfs -o ro,nosuid,nodev,noexec sysfs "$R/sys" 2>/dev/null || true  # its own, without cgroups
-mkdir "$R/tmp"
-mount -t tmpfs -o size=256m,mode=1777 tmp "$R/tmp"
-mkdir "$R/var"
-ln -s ../tmp "$R/var/tmp"
+mkdir -p "$R/var"
+[ -e "$R/var/tmp" ] || ln -s ../tmp "$R/var/tmp"
 mkdir "$R/.old"
 cd "$R"
 pivot_root . .old

@@ -171,7 +171,9 @@ def test_the_sandbox_hides_the_course_and_the_network(kind, monkeypatch):
     seen = look_around()
     assert seen["uid"] == (60077 if kind == "root" else 0), "root: a uid of its own; userns: root of its namespace only"
     assert "solutions" not in seen["course"] and "tests" not in seen["course"] and ".git" not in seen["course"]
-    assert seen["tmp"] == ["work"], "a private /tmp"
+    # A private /tmp: its work folder, and the read-only folders of a course checked out under /tmp.
+    kept_in_tmp = {Path(k).parts[2] for k in isolation_module._kept_paths() if Path(k).parts[1:2] == ("tmp",)}
+    assert seen["tmp"] == sorted({"work"} | kept_in_tmp), "a private /tmp"
     assert seen["net"] is False
     assert seen["pids"] <= 3, "the sandbox sees only its own processes"
     assert int(seen["caps"], 16) == 0, "no capabilities left"
