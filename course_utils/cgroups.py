@@ -4,19 +4,43 @@
     ...                                                             # processes join by writing their pid to DIR/cgroup.procs
     cgroup.kill(); cgroup.remove()
 
-cgroup v2 (one directory) or v1 (one directory per controller: memory, pids). Names get a random
-suffix, so a reused pid never meets a directory left behind. On v1 the memory controller also counts
+cgroup v2 (one directory) or v1 (one directory per controller: memory, pids). Names start with
+"course-" and hold the grading process's pid, and get a random suffix, so a reused pid never meets a
+directory left behind; the first Cgroup of a process removes the empty ones of graders that are gone
+(killed before they could clean up). On v1 the memory controller also counts
 socket buffers (memory.kmem.tcp.*), capped at TCP_BYTES: otherwise data parked in loopback sockets
 would be memory the kernel's peak does not see (course_utils.peakmemory).
 """
 
 import os
+import re
 import signal
 import time
 import uuid
 from pathlib import Path
 
 TCP_BYTES = 64 * 2 ** 20   # socket buffers of one worker (lesson 08's gloo needs a few MB)
+
+
+_swept = False
+
+
+def _sweep(parents: list[Path]) -> None:
+    """Remove the empty "course-...-PID-..." cgroups whose grading process PID no longer runs."""
+    for parent in parents:
+        for d in parent.glob("course-*"):
+            match = re.match(r"course-\D*?(\d+)-", d.name)
+            if match is None:
+                continue
+            try:
+                os.kill(int(match.group(1)), 0)
+            except ProcessLookupError:
+                try:
+                    d.rmdir()  # refused while any process is in it
+                except OSError:
+                    pass
+            except (PermissionError, OverflowError):
+                pass
 
 
 class Cgroup:
@@ -28,6 +52,10 @@ class Cgroup:
         base = Path("/sys/fs/cgroup")
         wants = ({"memory.max": memory_bytes, "pids.max": processes}
                  if (base / "cgroup.controllers").exists() else None)
+        global _swept
+        if not _swept:
+            _swept = True
+            _sweep([base] if wants is not None else [base / "memory", base / "pids"])
         try:
             if wants is not None:
                 d = base / name

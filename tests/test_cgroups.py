@@ -1,0 +1,68 @@
+"""course_utils.cgroups: a worker's memory and process cgroup (grading as root)."""
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from course_utils import cgroups
+from course_utils.cgroups import Cgroup
+
+def _can_make() -> bool:
+    if os.geteuid() != 0:
+        return False
+    c = Cgroup(f"course-test-{os.getpid()}", 2 ** 30, 8)
+    made = bool(c.dirs)
+    c.remove()
+    return made
+
+
+pytestmark = pytest.mark.skipif(not _can_make(), reason="needs root and a cgroup file system it can write "
+                                                         "(a container or VM; CI has one)")
+
+
+def _parents() -> list[Path]:
+    base = Path("/sys/fs/cgroup")
+    return [base] if (base / "cgroup.controllers").exists() else [base / "memory", base / "pids"]
+
+
+def test_names_are_unique_and_removed():
+    a, b = Cgroup(f"course-test-{os.getpid()}", 2 ** 30, 8), Cgroup(f"course-test-{os.getpid()}", 2 ** 30, 8)
+    made = a.dirs + b.dirs
+    try:
+        assert a.dirs and b.dirs and a.dirs[0] != b.dirs[0], "a reused name (a reused pid) must not collide"
+        assert all(d.is_dir() for d in made)
+    finally:
+        a.remove()
+        b.remove()
+    assert not any(d.exists() for d in made)
+
+
+def test_limits_are_written():
+    c = Cgroup(f"course-test-{os.getpid()}", 2 ** 30, 8)
+    try:
+        memory = c.dirs[0]
+        limit = memory / ("memory.max" if (memory / "memory.max").exists() else "memory.limit_in_bytes")
+        assert int(limit.read_text()) == 2 ** 30
+        if (memory / "memory.kmem.tcp.limit_in_bytes").exists():
+            assert int((memory / "memory.kmem.tcp.limit_in_bytes").read_text()) == cgroups.TCP_BYTES
+    finally:
+        c.remove()
+
+
+def test_the_empty_cgroups_of_a_killed_grader_are_swept():
+    gone = subprocess.Popen(["true"])
+    gone.wait()  # its pid now names a grader that is gone
+    left = [p / f"course-sandbox-{gone.pid}-42-0-deadbeef" for p in _parents()]
+    mine = [p / f"course-sandbox-{os.getpid()}-42-0-cafef00d" for p in _parents()]
+    for d in left + mine:
+        d.mkdir()
+    try:
+        cgroups._sweep(_parents())
+        assert not any(d.exists() for d in left), "a gone grader's empty cgroups are removed"
+        assert all(d.exists() for d in mine), "a running grader's are kept"
+    finally:
+        for d in left + mine:
+            if d.exists():
+                d.rmdir()
