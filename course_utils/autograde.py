@@ -104,7 +104,7 @@ class HardenedExecute(NbGraderPreprocessor):
         except Exception as e:  # noqa: BLE001 - scored 0 with the reason, so the class's grading goes on
             self.log.error("%s: the grader failed on this submission: %r", info["student"], e)
             result = failed(reference.lesson, info["student"], notes, e)
-        for note in notes:
+        for note in result.notes:
             self.log.warning("%s: %s", info["student"], note)
         for line in review(reference.lesson, answers):
             self.log.warning("%s: read this answer (course_utils.review): %s", info["student"], line)

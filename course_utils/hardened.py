@@ -136,7 +136,7 @@ def grade_answers(lesson: Lesson, reference: Reference, answers: dict[str, str],
         last_answer, died = None, None
         cell_errors: dict[str, str] = {}
         with Worker("learner", limits, slot=slot) as worker:
-            if measures_memory() and not (worker.peak and worker.peak.available) and unmeasured not in notes:
+            if worker.peak is None and measures_memory() and unmeasured not in notes:
                 notes.append(unmeasured)
             for i, cell in enumerate(lesson.cells):
                 if cell.kind == "answer":

@@ -101,6 +101,8 @@ class Worker:
             command = ["/bin/sh", "-c", 'IFS=:; for d in $COURSE_CGROUPS; do echo $$ > "$d/cgroup.procs" || exit 97; done; exec "$@"',
                        "join-cgroup", *command]
         self.peak = PeakMemory(self._cgroup.dirs) if self._cgroup is not None and self.mode == "learner" else None
+        if self.peak is not None and not self.peak.available:
+            self.peak = None
         # The runner sets these limits on itself before it runs anything (no preexec_fn: the
         # grader starts workers from several threads).
         env["COURSE_LIMITS"] = ",".join(str(int(v)) for v in (
