@@ -56,25 +56,29 @@ def test_peak_counts_every_process_in_the_cgroup_and_resets():
         cgroup.remove()
 
 
+def peaks(*sources: str) -> list[tuple[str | None, int]]:
+    """Run each cell in one learner worker (after `import torch`); (the error it raised, the peak
+    memory the grader measured over it) for each."""
+    seen = []
+    with Worker("learner", Limits()) as w:
+        w.send({"op": "cell", "id": 0, "gid": None, "source": "import torch"}, timeout=120)
+        for i, source in enumerate(sources, 1):
+            w.reset_peak()
+            answer = w.send({"op": "cell", "id": i, "gid": None, "source": source}, timeout=60)
+            seen.append((answer["error"], w.peak_bytes()))
+    return seen
+
+
 @needs_cgroup
 def test_the_learners_worker_is_measured_from_outside_and_cannot_hide_memory():
     """The peak over a cell includes memory the learner's code used and freed, or used in a child
     process, whatever the code does to its own process afterwards."""
-    with Worker("learner", Limits()) as w:
-        w.send({"op": "cell", "id": 0, "gid": None, "source": "import torch"}, timeout=120)
-        w.reset_peak()
-        w.send({"op": "cell", "id": 1, "gid": None, "source": "x = 1"}, timeout=60)
-        idle = w.peak_bytes()
-        w.reset_peak()
-        w.send({"op": "cell", "id": 2, "gid": None, "source": "t = torch.ones(300 * 2 ** 20 // 8, dtype=torch.float64)\ndel t"},
-               timeout=60)
-        used = w.peak_bytes()
-        w.reset_peak()
-        w.send({"op": "cell", "id": 3, "gid": None, "source": (
-            "import os\npid = os.fork()\nif pid == 0:\n    b = bytearray(300 * 2 ** 20)\n    b[::4096] = b'x' * len(b[::4096])\n"
-            "    os._exit(0)\nos.waitpid(pid, 0)\n"
-            "try:\n    open('/proc/self/clear_refs', 'w').write('5')\nexcept OSError:\n    pass\n")}, timeout=60)
-        forked = w.peak_bytes()
+    (_, idle), (_, used), (_, forked) = peaks(
+        "x = 1",
+        "t = torch.ones(300 * 2 ** 20 // 8, dtype=torch.float64)\ndel t",
+        "import os\npid = os.fork()\nif pid == 0:\n    b = bytearray(300 * 2 ** 20)\n    b[::4096] = b'x' * len(b[::4096])\n"
+        "    os._exit(0)\nos.waitpid(pid, 0)\n"
+        "try:\n    open('/proc/self/clear_refs', 'w').write('5')\nexcept OSError:\n    pass\n")
     assert used - idle >= 290 * MB
     assert forked - idle >= 290 * MB
 
@@ -114,13 +118,6 @@ for a, b in pairs:
 def test_data_parked_in_socket_buffers_is_counted():
     """Loopback TCP buffers are kernel memory that v1 cgroups count only when told to: a cheat could
     otherwise keep a summed graph's activations there, out of the measured peak."""
-    with Worker("learner", Limits()) as w:
-        w.send({"op": "cell", "id": 0, "gid": None, "source": "x = 1"}, timeout=120)
-        w.reset_peak()
-        w.send({"op": "cell", "id": 1, "gid": None, "source": "y = 2"}, timeout=60)
-        idle = w.peak_bytes()
-        w.reset_peak()
-        answer = w.send({"op": "cell", "id": 2, "gid": None, "source": PARK_IN_SOCKETS}, timeout=60)
-        parked = w.peak_bytes()
-    assert answer["error"] is None
+    (_, idle), (error, parked) = peaks("y = 2", PARK_IN_SOCKETS)
+    assert error is None
     assert parked - idle >= 32 * MB, f"only {(parked - idle) / MB:.0f} MB of the ~48 MB in socket buffers was counted"
