@@ -13,7 +13,9 @@ neither read nor reset it. The grader resets it before a test cell and reads it 
 
 The number is the whole cgroup's memory in use (Python, torch, everything resident), not an
 increase: an answer that first grows its process and then reuses that memory pays for it. Judges
-compare it with the reference solution's peak on the same probe (judging.memory_peaks).
+compare it with the reference solution's peak on the same probe (memory_peaks below). For the two
+to compare, both workers collect garbage first and run with glibc's mmap threshold fixed
+(course_utils.sandbox), so that freed tensors leave the heap instead of lingering in it.
 
 cgroup v1: memory.memsw.max_usage_in_bytes (memory + swap) or memory.max_usage_in_bytes, plus the
 socket buffers (memory.kmem.tcp.max_usage_in_bytes, which v1 counts apart; course_utils.cgroups
