@@ -17,7 +17,6 @@ Grading as root, each worker also has a memory cgroup whose peak the grader rese
 outside; the reference worker around each probe, itself.
 """
 
-import itertools
 import json
 import os
 import select
@@ -32,8 +31,6 @@ from dataclasses import dataclass
 from course_utils.cgroups import Cgroup
 from course_utils.isolation import FIRST_UID, environment, isolation, setup_command
 from course_utils.peakmemory import PeakMemory
-
-_serial = itertools.count()  # cgroup names are never reused within a grading process
 
 
 @dataclass
@@ -94,7 +91,7 @@ class Worker:
         sandboxed = kind != "none"
         uid = FIRST_UID + self.slot
         # As root, a cgroup for the reference too: not to limit it, to measure its probes' peaks.
-        self._cgroup = (Cgroup(f"course-sandbox-{os.getpid()}-{self.slot}-{next(_serial)}",
+        self._cgroup = (Cgroup(f"course-sandbox-{os.getpid()}-{self.slot}",  # Cgroup makes the name unique
                                limits.memory_bytes, limits.processes)
                         if kind == "root" or (self.mode == "reference" and os.geteuid() == 0) else None)
         if sandboxed:
