@@ -89,6 +89,9 @@ class Reference:
 # ---------------------------------------------------------------------------------------------
 # Grading one submission
 
+OVERLOADED = "not graded: the grading machine was overloaded, grade again"
+
+
 @dataclass
 class Outcome:
     score: float
@@ -112,6 +115,12 @@ class Result:
     @property
     def points(self) -> float:
         return sum(o.points for o in self.outcomes.values())
+
+    @property
+    def overloaded(self) -> bool:
+        """True when the grader could not finish through no fault of the learner's code: the scores
+        are not a grade, and the command that graded it exits non-zero (grade it again)."""
+        return any(o.message.startswith(OVERLOADED) for o in self.outcomes.values())
 
 
 def grade_answers(lesson: Lesson, reference: Reference, answers: dict[str, str], notes: list[str] | None = None,
