@@ -39,7 +39,7 @@ c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
 # decides each test cell outside the sandbox: the hidden tests' expected values are computed from
 # solutions/ in a separate process and never reach the learner's code. Outcomes become the test
 # cells' outputs, which nbgrader scores as usual (an error output = no points).
-from course_utils.autograde import HardenedExecute, HideTestsInFeedback, SanitizeSubmission  # noqa: E402
+from course_utils.autograde import HardenedExecute, HideTestsInFeedback, SanitizeSubmission, SaveReasons  # noqa: E402
 from nbconvert.preprocessors import ClearMetadataPreprocessor  # noqa: E402
 from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata,  # noqa: E402
                                     ClearOutput, DeduplicateIds, GetGrades, IgnorePattern, LimitOutput,
@@ -51,9 +51,11 @@ from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor  # noqa: E402
 c.Autograde.sanitize_preprocessors = [SanitizeSubmission, ClearOutput, DeduplicateIds, OverwriteKernelspec,
                                       OverwriteCells, CheckCellMetadata]
 c.Autograde.autograde_preprocessors = [HardenedExecute, IgnorePattern, ClearMetadataPreprocessor, LimitOutput,
-                                       SaveAutoGrades, AssignLatePenalties, CheckCellMetadata]
-c.HardenedExecute.cell_seconds = 60        # lessons run in seconds; 60 s per cell is generous
-c.HardenedExecute.notebook_seconds = 600
+                                       SaveAutoGrades, SaveReasons, AssignLatePenalties, CheckCellMetadata]
+# Time limits count the learner's code's own time, not the wall clock of a busy machine (see
+# course_utils.sandbox.Limits, which holds the defaults: 60 s per cell, 600 s per notebook). Where the
+# machine cannot give the sandbox, grading stops; to accept resource limits only there:
+# c.HardenedExecute.sandbox = "optional"
 # Feedback shows each test's outcome, never the hidden tests' code.
 c.GenerateFeedback.preprocessors = [GetGrades, HideTestsInFeedback, CSSHTMLHeaderPreprocessor]
 # `nbgrader validate` and the Validate button run the student's own notebook in a normal kernel.

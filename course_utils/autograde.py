@@ -5,7 +5,13 @@
 - HardenedExecute: takes the place of nbgrader's Execute; the answers run in course_utils.sandbox
   and each test cell is judged outside it (course_utils.hardened), its outcome written as the cell's
   output, which nbgrader's SaveAutoGrades scores as usual.
+- SaveReasons: after nbgrader's SaveAutoGrades, each exercise's reasons for lost points (and the
+  grader's notes) become the auto_comment of its answer cell in the gradebook, which Formgrader and
+  `nbgrader generate_feedback` show: no 0 without a reason where the instructor looks.
 - HideTestsInFeedback: `nbgrader generate_feedback` shows outcomes, never the hidden tests.
+
+A submission the machine kept from being graded (course_utils.hardened.OVERLOADED) is not scored:
+HardenedExecute raises, so nbgrader reports it as failed and exits non-zero. Grade it again.
 """
 
 import json
@@ -13,13 +19,14 @@ import zlib
 from pathlib import Path
 
 from nbgrader.preprocessors import ClearHiddenTests, NbGraderPreprocessor
-from traitlets import Float, Integer, List
+from traitlets import Enum, Float, Integer, List
 
 from course_utils.hardened import failed, grade_answers, reference_for
 from course_utils.lessonfile import read_answers
 from course_utils.review import review
-from course_utils.isolation import isolation_warning
-from course_utils.sandbox import Limits
+from course_utils.sandbox import Limits, check_sandbox
+
+DEFAULTS = Limits()
 
 
 class HideTestsInFeedback(ClearHiddenTests):
@@ -81,21 +88,26 @@ class HardenedExecute(NbGraderPreprocessor):
     each test cell's outcome is written as its output (an error output when it lost its points),
     which nbgrader's SaveAutoGrades then scores as usual."""
 
-    cell_seconds = Float(60, help="time limit for one cell of the learner's notebook").tag(config=True)
-    notebook_seconds = Float(600, help="time limit for a whole submission").tag(config=True)
-    memory_bytes = Integer(6 * 2 ** 30, help="address space per process of the learner's code").tag(config=True)
+    cell_seconds = Float(DEFAULTS.cell_seconds, help="time limit for one cell of the learner's notebook "
+                         "(its own time, not the wall clock of a busy machine)").tag(config=True)
+    notebook_seconds = Float(DEFAULTS.notebook_seconds, help="time limit for a whole submission").tag(config=True)
+    memory_bytes = Integer(DEFAULTS.memory_bytes, help="address space per process of the learner's code").tag(config=True)
+    sandbox = Enum(["required", "optional"], DEFAULTS.sandbox,
+                   help="'required': stop where the learner's code would run without the sandbox's namespaces; "
+                        "'optional': grade there with resource limits only").tag(config=True)
 
     def preprocess(self, nb, resources):
         import nbformat
         from nbgrader.coursedir import CourseDirectory
 
         limits = Limits(cell_seconds=self.cell_seconds, notebook_seconds=self.notebook_seconds,
-                        memory_bytes=self.memory_bytes)
+                        memory_bytes=self.memory_bytes, sandbox=self.sandbox)
+        warning = check_sandbox(limits)   # raises SandboxUnavailable: fails closed
         coursedir = CourseDirectory(config=self.config)
         info = resources["nbgrader"]
         source = Path(coursedir.format_path(coursedir.source_directory, ".", info["assignment"])) / f"{info['notebook']}.ipynb"
         reference = reference_for(source, limits)
-        if warning := isolation_warning():
+        if warning:
             self.log.warning("course_utils.autograde: %s", warning)
         answers, notes = read_answers(dict(nb), reference.lesson)
         try:
@@ -104,8 +116,15 @@ class HardenedExecute(NbGraderPreprocessor):
         except Exception as e:  # noqa: BLE001 - scored 0 with the reason, so the class's grading goes on
             self.log.error("%s: the grader failed on this submission: %r", info["student"], e)
             result = failed(reference.lesson, info["student"], notes, e)
+        if result.overloaded:
+            why = next(o.message for o in result.outcomes.values() if o.message)
+            raise RuntimeError(f"{info['student']}: {why}")
         for note in result.notes:
             self.log.warning("%s: %s", info["student"], note)
+        for gid, outcome in result.outcomes.items():
+            if outcome.score < outcome.points:
+                self.log.info("%s: %s %g/%g: %s", info["student"], gid, outcome.score, outcome.points, outcome.message)
+        resources["course_reasons"] = reasons(reference.lesson, result)
         for line in review(reference.lesson, answers):
             self.log.warning("%s: read this answer (course_utils.review): %s", info["student"], line)
         for cell in nb.cells:
@@ -121,4 +140,36 @@ class HardenedExecute(NbGraderPreprocessor):
             else:
                 cell.outputs = [nbformat.v4.new_output("error", ename="Failed", evalue=outcome.message,
                                                        traceback=[f"Failed: {outcome.message}"])]
+        return nb, resources
+
+
+def reasons(lesson, result) -> dict[str, str]:
+    """{answer cell grade id: what its tests lost points for}, the grader's notes on the first."""
+    by_answer: dict[str, list[str]] = {}
+    for test in lesson.tests:
+        outcome = result.outcomes[test.gid]
+        if outcome.message:
+            by_answer.setdefault(test.exercise, []).append(f"{test.gid} ({outcome.score:g}/{outcome.points:g}): {outcome.message}")
+    if result.notes and lesson.answers:
+        by_answer.setdefault(lesson.answers[0].gid, []).extend(f"note: {n}" for n in result.notes)
+    return {gid: "\n".join(lines) for gid, lines in by_answer.items()}
+
+
+class SaveReasons(NbGraderPreprocessor):
+    """After nbgrader's SaveAutoGrades: the reasons HardenedExecute found for lost points become the
+    auto_comment of each exercise's answer cell in the gradebook (nbgrader keeps comments on answer
+    cells), which Formgrader shows beside the score and generate_feedback puts in the feedback."""
+
+    def preprocess(self, nb, resources):
+        from nbgrader.api import Gradebook
+        found = resources.get("course_reasons") or {}
+        info = resources["nbgrader"]
+        with Gradebook(info["db_url"]) as gradebook:
+            for gid, text in found.items():
+                try:
+                    comment = gradebook.find_comment(gid, info["notebook"], info["assignment"], info["student"])
+                except Exception:  # noqa: BLE001 - no such answer cell in the gradebook: the log has the reason
+                    continue
+                comment.auto_comment = "\n".join(filter(None, [comment.auto_comment, text]))
+            gradebook.db.commit()
         return nb, resources

@@ -6,7 +6,7 @@ and answers one JSON line on file descriptor FD:
 
     {"op": "cell", "id": 7, "gid": "l01_x_test", "source": "...", "resilient": true}
         -> {"id": 7, "error": null | "NameError", "obs": ...}   (resilient: one statement at a time, going on past errors)
-    {"op": "judge", "gid": "l01_x_test", "obs": ..., "peak": bytes | None}
+    {"op": "judge", "gid": "l01_x_test", "obs": ..., "peak": bytes | None, "reference_peak": bytes | None}
                                                                    -> {"gid": ..., "ok": bool, "message": "..."}
     {"op": "collect"}                                              -> {"collected": true}   (gc, malloc_trim)
 
@@ -155,6 +155,8 @@ def main(mode: str, fd: int) -> None:
                 result = shell.run_cell(part, store_history=True)
                 exc = exc or result.error_before_exec or result.error_in_exec
             answer = {"id": cmd["id"], "error": _error_name(exc), "obs": session.obs, "problem": session.problem}
+            if mode == "reference" and session.gid in session.registry:
+                answer["peak"] = session.registry[session.gid][2]   # the grader keeps the first run's
             if isinstance(exc, judging.GradingSetupError):
                 answer["setup_error"] = str(exc)
             elif mode == "reference" and exc is not None:
@@ -163,18 +165,21 @@ def main(mode: str, fd: int) -> None:
             collect()
             answer = {"collected": True}
         elif cmd["op"] == "judge":
-            answer = {"gid": cmd["gid"], **judge(session, cmd["gid"], cmd["obs"], cmd.get("peak"))}
+            answer = {"gid": cmd["gid"], **judge(session, cmd["gid"], cmd["obs"], cmd.get("peak"), cmd.get("reference_peak"))}
         else:
             answer = {"error": f"unknown op {cmd['op']!r}"}
         reply.write(json.dumps(answer) + "\n")
 
 
-def judge(session: Session, gid: str, data, peak: int | None = None) -> dict:
+def judge(session: Session, gid: str, data, peak: int | None = None, reference_peak: int | None = None) -> dict:
     """Decode a learner's observation and run the test cell's judge on it against the reference's
-    expect(). peak: the learner's test cell's peak memory, measured by the grader (or None)."""
+    expect(). peak: the learner's test cell's peak memory, measured by the grader (or None);
+    reference_peak: the reference's, as the grader kept it from the first reference run (default:
+    this run's own)."""
     if gid not in session.registry:
         return {"ok": False, "message": "no hidden test was recorded for this cell in the reference run"}
-    want, judge_fn, reference_peak = session.registry[gid]
+    want, judge_fn, own_peak = session.registry[gid]
+    reference_peak = reference_peak if reference_peak is not None else own_peak
     measured = type(peak) is int and type(reference_peak) is int
     peakmemory._judged = (peak, reference_peak) if measured else None
     try:

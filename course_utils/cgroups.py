@@ -1,10 +1,15 @@
-"""A memory and process cgroup for one grading worker, where the machine lets the grader make one (root).
+"""A memory, process and CPU cgroup for one grading worker, where the machine lets the grader make one (root).
 
-    cgroup = Cgroup("course-sandbox-...", memory_bytes, processes)   # cgroup.dirs == [] where it could not be made
-    ...                                                             # processes join by writing their pid to DIR/cgroup.procs
+    cgroup = Cgroup("course-sandbox-...", memory_bytes, processes, cpus)  # cgroup.dirs == [] where it could not be made
+    ...                                                                  # processes join by writing their pid to DIR/cgroup.procs
+    cgroup.cpu_seconds(); cgroup.threads()                               # what the worker's processes used, and their threads
     cgroup.kill(); cgroup.remove()
 
-cgroup v2 (one directory) or v1 (one directory per controller: memory, pids). Names start with
+cgroup v2 (one directory) or v1 (one directory per controller: memory, pids, cpu, cpuacct). Every
+worker's cgroup has the same CPU weight (shares) and a quota of `cpus` cores, so a submission that
+starts many busy processes gets no more CPU than one that starts none, and its neighbours keep their
+share. A machine without a CPU controller still gets the memory and process cgroup (cpu is then
+False, and course_utils.isolation's warning says so). Names start with
 "course-" and hold the grading process's pid, and get a random suffix, so a reused pid never meets a
 directory left behind; the first Cgroup of a process removes the empty ones of graders that are gone
 (killed before they could clean up). On v1 the memory controller also counts
@@ -12,6 +17,7 @@ socket buffers (memory.kmem.tcp.*), capped at TCP_BYTES: otherwise data parked i
 would be memory the kernel's peak does not see (course_utils.peakmemory).
 """
 
+import functools
 import os
 import re
 import signal
@@ -43,30 +49,56 @@ def _sweep(parents: list[Path]) -> None:
                 pass
 
 
-class Cgroup:
-    """A memory + pids cgroup (v2, or v1 controllers), where the machine lets us make one."""
+BASE = Path("/sys/fs/cgroup")
+PERIOD_US = 100_000        # the CPU quota's period
 
-    def __init__(self, name: str, memory_bytes: int, processes: int):
+
+def _v2() -> bool:
+    return (BASE / "cgroup.controllers").exists()
+
+
+def _v1_parents() -> list[Path]:
+    """v1 controller folders, each once (cpu and cpuacct are often one folder, mounted as cpu,cpuacct)."""
+    seen, parents = set(), []
+    for ctrl in ("memory", "pids", "cpu", "cpuacct"):
+        p = BASE / ctrl
+        if p.is_dir() and p.resolve() not in seen:
+            seen.add(p.resolve())
+            parents.append(p)
+    return parents
+
+
+class Cgroup:
+    """A memory + pids (+ cpu) cgroup (v2, or v1 controllers), where the machine lets us make one."""
+
+    def __init__(self, name: str, memory_bytes: int, processes: int, cpus: float | None = None):
         self.dirs: list[Path] = []
+        self.cpu = False               # a CPU share and quota of its own
+        self._usage: Path | None = None     # cpuacct.usage (ns) or cpu.stat (usage_usec)
+        self._threads: Path | None = None   # the file listing every thread in it
         name = f"{name}-{uuid.uuid4().hex[:8]}"
-        base = Path("/sys/fs/cgroup")
-        wants = ({"memory.max": memory_bytes, "pids.max": processes}
-                 if (base / "cgroup.controllers").exists() else None)
         global _swept
         if not _swept:
             _swept = True
-            _sweep([base] if wants is not None else [base / "memory", base / "pids"])
+            _sweep([BASE] if _v2() else _v1_parents())
         try:
-            if wants is not None:
-                d = base / name
+            if _v2():
+                try:  # the cpu controller for the folders below the root (often on already)
+                    (BASE / "cgroup.subtree_control").write_text("+cpu")
+                except OSError:
+                    pass
+                d = BASE / name
                 d.mkdir()
                 self.dirs.append(d)
-                for k, v in wants.items():
+                for k, v in (("memory.max", memory_bytes), ("pids.max", processes)):
                     (d / k).write_text(str(v))
+                self._usage, self._threads = d / "cpu.stat", d / "cgroup.threads"
+                if cpus is not None:
+                    self.cpu = _write_all(d, {"cpu.weight": "100", "cpu.max": f"{int(cpus * PERIOD_US)} {PERIOD_US}"})
             else:
                 for ctrl, k, v in (("memory", "memory.limit_in_bytes", memory_bytes),
                                    ("pids", "pids.max", processes)):
-                    d = base / ctrl / name
+                    d = BASE / ctrl / name
                     d.mkdir()
                     self.dirs.append(d)
                     (d / k).write_text(str(v))
@@ -74,8 +106,49 @@ class Cgroup:
                     (self.dirs[0] / "memory.kmem.tcp.limit_in_bytes").write_text(str(TCP_BYTES))
                 except OSError:
                     pass
+                self._threads = self.dirs[0] / "tasks"
+                if cpus is not None:
+                    self._v1_cpu(name, cpus)
         except OSError:
             self.remove()
+
+    def _v1_cpu(self, name: str, cpus: float) -> None:
+        """The cpu controller (shares, quota) and cpuacct (usage), one folder or two; without them the
+        worker is still measured by its threads (course_utils.workerclock), only not given a share."""
+        cpu, acct = BASE / "cpu", BASE / "cpuacct"
+        try:
+            made = []
+            for d in dict.fromkeys(p.resolve() for p in (cpu, acct) if p.is_dir()):
+                (d / name).mkdir()
+                made.append(d / name)
+                self.dirs.append(d / name)
+            for d in made:
+                if (d / "cpuacct.usage").exists():
+                    self._usage = d / "cpuacct.usage"
+                if (d / "cpu.shares").exists():
+                    self.cpu = _write_all(d, {"cpu.shares": "1024", "cpu.cfs_period_us": str(PERIOD_US),
+                                              "cpu.cfs_quota_us": str(int(cpus * PERIOD_US))})
+        except OSError:
+            pass
+
+    def cpu_seconds(self) -> float | None:
+        """CPU time used by every process that ever ran in it (exited ones too), or None where unknown."""
+        try:
+            if self._usage is None:
+                return None
+            text = self._usage.read_text()
+            if self._usage.name == "cpu.stat":
+                return next(int(v) for k, v in (line.split() for line in text.splitlines()) if k == "usage_usec") / 1e6
+            return int(text) / 1e9
+        except (OSError, ValueError, StopIteration):
+            return None
+
+    def threads(self) -> list[int] | None:
+        """The thread ids of every process in it now, or None where unknown."""
+        try:
+            return [int(t) for t in self._threads.read_text().split()] if self._threads is not None else None
+        except (OSError, ValueError):
+            return None
 
     def kill(self) -> None:
         for d in self.dirs:
@@ -106,3 +179,23 @@ class Cgroup:
                     self.kill()
                     time.sleep(0.05)
         self.dirs = []
+        self._usage = self._threads = None
+
+
+def _write_all(d: Path, values: dict) -> bool:
+    try:
+        for k, v in values.items():
+            (d / k).write_text(v)
+        return True
+    except OSError:
+        return False
+
+
+@functools.lru_cache(maxsize=1)
+def cpu_shares() -> bool:
+    """Whether workers' cgroups get a CPU share and quota of their own here (asked once)."""
+    cgroup = Cgroup(f"course-probe-{os.getpid()}", 2 ** 30, 16, cpus=1)
+    try:
+        return cgroup.cpu
+    finally:
+        cgroup.remove()

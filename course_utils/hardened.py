@@ -31,22 +31,37 @@ from course_utils import feedback
 from course_utils.judging import raised_name
 from course_utils.lessonfile import STUB, Cell, Lesson, learner_version, load_lesson
 from course_utils.peakmemory import measures_memory
-from course_utils.sandbox import Limits, Worker, WorkerDied
+from course_utils.sandbox import Limits, Overloaded, Worker, WorkerDied
+from course_utils.workerclock import BACKSTOP
 
 
 # ---------------------------------------------------------------------------------------------
 # The reference run
 
 class Reference:
-    """The instructor's notebook run once in a trusted worker; it judges learners' observations."""
+    """The instructor's notebook run once in a trusted worker; it judges learners' observations.
+    The peak memory of each test cell's probe is kept from its first run: a reference started again
+    later (after a learner's answer killed it) judges against those, not against peaks measured
+    in whatever state the machine is in then."""
 
     def __init__(self, lesson: Lesson, limits: Limits):
         self.lesson = lesson
         self.limits = limits
+        self.peaks: dict[str, int | None] = {}
         self._lock = threading.Lock()
         self._start()
 
     def _start(self) -> None:
+        """Run the instructor's notebook; a run the machine held up is tried again (RETRIES)."""
+        for _ in range(1 + RETRIES):
+            try:
+                return self._run()
+            except Overloaded as e:
+                self.close()
+                why = e
+        raise RuntimeError(f"{self.lesson.path}: {OVERLOADED}: the reference run could not finish ({why})")
+
+    def _run(self) -> None:
         lesson, limits = self.lesson, self.limits
         self.worker = Worker("reference", limits)
         self.worker.start()
@@ -54,6 +69,8 @@ class Reference:
             try:
                 answer = self.worker.send({"op": "cell", "id": i, "gid": cell.gid, "source": cell.source},
                                           timeout=limits.cell_seconds * 5)
+            except Overloaded:
+                raise
             except WorkerDied as e:
                 raise RuntimeError(f"{lesson.path}: the reference run failed in cell {i} ({cell.gid or 'lesson'}): {e}") from None
             if answer.get("setup_error"):
@@ -64,22 +81,31 @@ class Reference:
                 self.close()
                 raise RuntimeError(f"{lesson.path}: test cell {cell.gid} never called grade(probe, expect, judge), so "
                                    f"it cannot be judged outside the learner's process (see course_utils/judging.py)")
+            if cell.kind == "test":
+                self.peaks.setdefault(cell.gid, answer.get("peak"))
 
     def judge(self, gid: str, obs, peak: int | None = None) -> tuple[bool, str]:
         """Judge one learner's observation (and the peak memory of its test cell, where measured).
         If judging it kills or hangs the reference worker (a huge answer to compare), that answer
-        fails, and the reference is run again for the others."""
+        fails, and the reference is run again for the others. Raises Overloaded when the machine,
+        not this answer, kept it from being judged (a reference that could not be started again)."""
         with self._lock:
-            try:
-                answer = self.worker.send({"op": "judge", "gid": gid, "obs": obs, "peak": peak},
-                                          timeout=self.limits.cell_seconds)
-            except WorkerDied:
-                self.worker.kill()
+            if self.worker.proc is None:   # an earlier restart failed: not this learner's doing
                 try:
                     self._start()
-                except RuntimeError as e:  # the next judge() tries again; this answer fails either way
-                    raise WorkerDied(f"the reference run could not be restarted ({e})") from None
-                raise
+                except RuntimeError as e:
+                    raise Overloaded(f"the reference run could not be started again ({e})") from None
+            try:
+                answer = self.worker.send({"op": "judge", "gid": gid, "obs": obs, "peak": peak,
+                                           "reference_peak": self.peaks.get(gid)},
+                                          timeout=self.limits.cell_seconds)
+            except WorkerDied as e:
+                self.close()
+                try:
+                    self._start()
+                except RuntimeError:
+                    pass   # the next judge() tries again; this answer is judged by what happened to it
+                raise e from None
         return bool(answer.get("ok")), str(answer.get("message", ""))
 
     def close(self) -> None:
@@ -90,6 +116,7 @@ class Reference:
 # Grading one submission
 
 OVERLOADED = "not graded: the grading machine was overloaded, grade again"
+RETRIES = 2   # further tries, from a fresh worker, for what the machine (not the learner's code) kept from finishing
 
 
 @dataclass
@@ -123,12 +150,31 @@ class Result:
         return any(o.message.startswith(OVERLOADED) for o in self.outcomes.values())
 
 
+class _NotTheLearners(Exception):
+    """The machine or the lesson, not the learner's code, kept a submission from being graded."""
+
+
 def grade_answers(lesson: Lesson, reference: Reference, answers: dict[str, str], notes: list[str] | None = None,
                   student: str = "", limits: Limits | None = None, slot: int = 0) -> Result:
-    """Run the learner's answers in a sandbox and judge each test cell outside it."""
+    """Run the learner's answers in a sandbox and judge each test cell outside it. What the machine
+    kept from finishing (Overloaded, a lesson cell before any answer) is graded again from the
+    start, RETRIES times, then reported as OVERLOADED for every test: never a score."""
     limits = limits or reference.limits
     start = time.monotonic()
-    notes = list(notes or [])
+    for _ in range(1 + RETRIES):
+        try:
+            result = _grade_once(lesson, reference, answers, list(notes or []), student, limits, slot)
+            result.seconds = time.monotonic() - start
+            return result
+        except _NotTheLearners as e:
+            why = str(e)
+    outcomes = {t.gid: Outcome(0.0, t.points, f"{OVERLOADED} ({why})") for t in lesson.tests}
+    return Result(student, lesson.name, outcomes, list(notes or []), time.monotonic() - start)
+
+
+def _grade_once(lesson, reference, answers, notes, student, limits, slot) -> Result:
+    start = time.monotonic()
+    own = 0.0   # the workers' own time (course_utils.workerclock): what the notebook's limit counts
     outcomes: dict[str, Outcome] = {}
     stubbed: dict[str, str] = {}   # answer gid -> why it was replaced by the stub
     untried = {gid for gid, src in answers.items() if src.strip().endswith(STUB) or not src.strip()}
@@ -154,10 +200,12 @@ def grade_answers(lesson: Lesson, reference: Reference, answers: dict[str, str],
                     source = learner_version(cell.source)
                 else:
                     source = cell.source
-                left = limits.notebook_seconds - (time.monotonic() - start)
+                left = limits.notebook_seconds - own - worker.own_seconds
                 if left <= 0:
                     died = (i, f"the whole notebook ran past its time limit of {limits.notebook_seconds:.0f} s")
                     break
+                if time.monotonic() - start > limits.notebook_seconds * BACKSTOP:
+                    raise _NotTheLearners(f"the notebook took {time.monotonic() - start:.0f} s on the clock")
                 try:
                     if cell.kind == "test" and worker.peak is not None:
                         worker.send({"op": "collect"}, timeout=min(limits.cell_seconds, left))  # garbage is not counted
@@ -165,6 +213,8 @@ def grade_answers(lesson: Lesson, reference: Reference, answers: dict[str, str],
                     answer = worker.send({"op": "cell", "id": i, "gid": cell.gid, "source": source,
                                           "resilient": cell.kind == "test"}, timeout=min(limits.cell_seconds, left))
                     answer["peak"] = worker.peak_bytes() if cell.kind == "test" else None
+                except Overloaded as e:
+                    raise _NotTheLearners(f"in cell {i + 1}, {e}") from None
                 except WorkerDied as e:
                     died = (i, str(e))
                     break
@@ -176,12 +226,15 @@ def grade_answers(lesson: Lesson, reference: Reference, answers: dict[str, str],
                     cell_errors[cell.gid] = answer["error"]
                 if cell.kind == "test" and cell.gid not in outcomes:
                     outcomes[cell.gid] = _judge_test(lesson, reference, cell, answer, stubbed, untried, cell_errors)
+            own += worker.own_seconds
         if died is None:
             break
         i, why = died
         cell = lesson.cells[i]
         blamed = cell.exercise if cell.kind == "test" else (cell.gid if cell.kind == "answer" else last_answer)
-        if "whole notebook" in why or blamed is None or blamed in stubbed:
+        if blamed is None:   # the lesson's own cells, before any of the learner's code ran
+            raise _NotTheLearners(f"the lesson's cell {i + 1} failed before any answer ran: {why}")
+        if "whole notebook" in why or blamed in stubbed:
             for test in lesson.tests:
                 outcomes.setdefault(test.gid, Outcome(0.0, test.points, f"not graded: {why} (in cell {i + 1})"))
             break
@@ -225,6 +278,8 @@ def _judge_test(lesson, reference, cell, answer, stubbed, untried, cell_errors) 
         return Outcome(0.0, points, why)
     try:
         ok, message = reference.judge(cell.gid, answer["obs"], answer["peak"])
+    except Overloaded as e:
+        raise _NotTheLearners(f"while the grader compared results, {e}") from None
     except WorkerDied as e:
         return Outcome(0.0, points, f"the grader could not compare your results ({e})")
     except (ValueError, RecursionError):  # results nested too deep to send on to the reference

@@ -15,7 +15,13 @@ isolation() says which kind:
   machine offers one. Under "userns" the learner's code keeps the instructor's uid outside its
   namespaces, which matters only for what the allowlist shows (the system's files) and for memory,
   which is limited per process only;
-- "none" (no util-linux, or user namespaces disabled): limits and wall clock only; the grader warns.
+- "none" (no util-linux, or user namespaces disabled): limits only. A learner's worker runs there
+  only when the instructor accepts it (Limits.sandbox = "optional"); otherwise grading stops with
+  SandboxUnavailable (course_utils.sandbox.check_sandbox). It fails closed.
+
+Asking builds a real sandbox (sandbox_works). A set-up that does not finish in time on a busy
+machine is tried again with more time (PROBE_SECONDS); if it never finishes, isolation() raises
+SandboxUnavailable rather than say "none": a slow machine never lowers the protection.
 
 setup_command(kind, uid, cgroup_dirs, command) is the command line that builds the sandbox and runs
 `command` in it; course_utils.sandbox.Worker starts it.
@@ -31,6 +37,12 @@ from pathlib import Path
 import course_utils
 
 FIRST_UID = 60000
+PROBE_SECONDS = (120, 300, 600)   # wall-clock time for each try at building the probe sandbox
+
+
+class SandboxUnavailable(Exception):
+    """Grading cannot go on with the protection it needs here; str(e) tells the instructor why and what to do."""
+
 USERNS = ["--user", "--map-root-user"]   # a normal user becomes root of its own user namespace, no more
 NAMESPACES = ["--net", "--mount", "--pid", "--ipc", "--uts", "--fork", "--kill-child", "--mount-proc"]
 
@@ -55,13 +67,20 @@ def sandbox_works(kind: str) -> bool:
     the mechanics only; grading as root always uses "root".) A failure's last line is kept for
     isolation_warning()."""
     command = [sys.executable, "-c", "import course_utils.cellrunner"]
-    try:
-        probe = subprocess.run(setup_command(kind, FIRST_UID, [], command),
-                               env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), **environment()},
-                               stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        _why_none.append(f"{kind}: {type(e).__name__}")
-        return False
+    for seconds in PROBE_SECONDS:
+        try:
+            probe = subprocess.run(setup_command(kind, FIRST_UID, [], command),
+                                   env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), **environment()},
+                                   stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=seconds)
+            break
+        except OSError as e:
+            _why_none.append(f"{kind}: {type(e).__name__}")
+            return False
+        except subprocess.TimeoutExpired:
+            continue
+    else:
+        raise SandboxUnavailable(f"the sandbox's set-up did not finish in {sum(PROBE_SECONDS)} s over "
+                                 f"{len(PROBE_SECONDS)} tries: the machine is too busy to grade safely now; try again later")
     if probe.returncode != 0:
         lines = [line for line in probe.stderr.splitlines() if line.strip() and not line[0].isspace()]
         _why_none.append(f"{kind}: {lines[-1][:200] if lines else f'exit code {probe.returncode}'}")
@@ -80,8 +99,13 @@ def isolation_warning() -> str | None:
     """What an instructor should know about the sandbox here, or None when it is the full one."""
     kind = isolation()
     if kind == "root":
+        from course_utils.cgroups import cpu_shares
         from course_utils.peakmemory import measures_memory
-        return None if measures_memory() else "no memory cgroup could be made here" + _UNMEASURED
+        notes = ([] if measures_memory() else ["no memory cgroup could be made here" + _UNMEASURED]) + \
+                ([] if cpu_shares() else ["no CPU cgroup could be made here: submissions graded at once share the "
+                                          "CPU unevenly (a submission that starts many busy processes slows its "
+                                          "neighbours down; their time limits still count only their own time)"])
+        return "; ".join(notes) or None
     if kind == "userns":
         return ("not root: the learner's code runs in user namespaces (no network; a file system of its own: the "
                 "system's files and the Python environment, read-only, and a private /tmp) but as your own uid "

@@ -5,7 +5,7 @@
 
 A learner's worker always has resource limits (setrlimit, set by the worker on itself before any
 cell: address space, CPU seconds, file size, open files, no core dumps; processes too in a sandbox)
-and a wall-clock limit per command, past which it and everything it started get SIGKILL. Where the machine allows,
+and a time limit per command (its own time: see below), past which it and everything it started get SIGKILL. Where the machine allows,
 it also runs in namespaces of its own with its own read-only file system (course_utils.isolation
 says which kind: "root", "userns" or "none").
 
@@ -14,7 +14,13 @@ each, size-capped. The reference worker (the instructor's solution) gets limits 
 
 Grading as root, each worker also has a memory cgroup whose peak the grader resets and reads
 (reset_peak, peak_bytes; course_utils.peakmemory): the learner's worker around each test cell, from
-outside; the reference worker around each probe, itself.
+outside; the reference worker around each probe, itself. The same cgroup gives the worker an equal
+CPU share and a quota of Limits.cpus cores (course_utils.cgroups).
+
+Time limits are the worker's own time, not the wall clock of a busy machine (course_utils.workerclock):
+a command is stopped, as the learner's doing, once its own time (wall clock less the time its threads
+waited for a CPU) passes the limit or its CPU time passes the limit times Limits.cpus; one the machine
+held up past workerclock.BACKSTOP times the limit raises Overloaded (grade it again), never a score.
 """
 
 import json
@@ -29,13 +35,18 @@ import time
 from dataclasses import dataclass
 
 from course_utils.cgroups import Cgroup
-from course_utils.isolation import FIRST_UID, environment, isolation, setup_command
+from course_utils.isolation import FIRST_UID, SandboxUnavailable, environment, isolation, isolation_warning, setup_command
 from course_utils.peakmemory import PeakMemory
+from course_utils.workerclock import BACKSTOP, Clock
 
 
 @dataclass
 class Limits:
-    """Per worker. memory_bytes is address space per process (torch alone maps ~1.5 GB)."""
+    """Per worker. Seconds are the worker's own time (course_utils.workerclock), not the wall clock.
+    memory_bytes is address space per process (torch alone maps ~1.5 GB); cpus is its CPU quota in
+    cores (a cell may use cell_seconds * cpus CPU seconds). sandbox: "required" (a learner's worker
+    never runs without the namespaces where the machine cannot give them: SandboxUnavailable) or
+    "optional" (the instructor accepts limits only there)."""
     cell_seconds: float = 60
     notebook_seconds: float = 600
     memory_bytes: int = 6 * 2 ** 30
@@ -43,15 +54,36 @@ class Limits:
     file_bytes: int = 64 * 2 ** 20
     open_files: int = 512
     reply_bytes: int = 32 * 2 ** 20
+    cpus: float = 2
+    sandbox: str = "required"
 
     def __post_init__(self):
         for name, value in vars(self).items():
-            if not (isinstance(value, (int, float)) and value > 0):
+            if name == "sandbox":
+                if value not in ("required", "optional"):
+                    raise ValueError(f"Limits.sandbox must be 'required' or 'optional', got {value!r}")
+            elif not (isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0):
                 raise ValueError(f"Limits.{name} must be a positive number, got {value!r}")
+
+
+def check_sandbox(limits: Limits) -> str | None:
+    """What the grader should warn about here (None: the full sandbox). Raises SandboxUnavailable
+    where a learner's worker would get no namespaces and limits.sandbox is "required": grading
+    fails closed unless the instructor accepts weaker isolation."""
+    if isolation() == "none" and limits.sandbox == "required":
+        raise SandboxUnavailable(f"{isolation_warning()}. To grade here anyway with resource limits only, "
+                                 "accept weaker isolation: --sandbox optional (course.sh grade) or "
+                                 "c.HardenedExecute.sandbox = 'optional' (nbgrader_config.py)")
+    return isolation_warning()
 
 
 class WorkerDied(Exception):
     """The worker ended, or was killed, before answering; str(e) says why in a learner's words."""
+
+
+class Overloaded(WorkerDied):
+    """The machine, not the worker's code, kept a command from finishing: held up past the backstop
+    while its own time stayed under the limit. Never the learner's score: grade again."""
 
 
 class Worker:
@@ -65,6 +97,8 @@ class Worker:
         self.mode, self.limits, self.slot = mode, limits or Limits(), slot
         self.proc = None
         self.peak = None
+        self.clock = None
+        self.own_seconds = 0.0   # own time (course_utils.workerclock) of every command sent so far
         self._buffer = bytearray()
 
     def __enter__(self):
@@ -88,11 +122,13 @@ class Worker:
                "MALLOC_MMAP_THRESHOLD_": "131072"}
         command = [sys.executable, "-m", "course_utils.cellrunner", self.mode, str(write_fd)]
         kind = isolation() if self.mode == "learner" else "none"
+        if kind == "none" and self.mode == "learner" and limits.sandbox == "required":
+            check_sandbox(limits)   # raises SandboxUnavailable: never a learner's code without the sandbox unasked
         sandboxed = kind != "none"
         uid = FIRST_UID + self.slot
         # As root, a cgroup for the reference too: not to limit it, to measure its probes' peaks.
         self._cgroup = (Cgroup(f"course-sandbox-{os.getpid()}-{self.slot}",  # Cgroup makes the name unique
-                               limits.memory_bytes, limits.processes)
+                               limits.memory_bytes, limits.processes, limits.cpus)
                         if kind == "root" or (self.mode == "reference" and os.geteuid() == 0) else None)
         if sandboxed:
             command = setup_command(kind, uid, self._cgroup.dirs if self._cgroup else [], command)
@@ -124,40 +160,53 @@ class Worker:
         os.close(write_fd)
         self._reply = read_fd
         self._buffer = bytearray()
+        self.clock = Clock(self.proc.pid, self._cgroup)
 
     def send(self, command: dict, timeout: float) -> dict:
         """Send one command; return the worker's JSON answer. Raises WorkerDied (and kills the
-        worker) if it exits, passes `timeout` seconds, or answers with something that is not one
-        JSON object within the size limit."""
+        worker) if it exits, passes `timeout` seconds of its own time or timeout * cpus seconds of
+        CPU, or answers with something that is not one JSON object within the size limit; raises
+        Overloaded if the machine held it up past the backstop (course_utils.workerclock)."""
         if self.proc is None or self.proc.poll() is not None:
             raise WorkerDied(self._death_reason())
+        self.clock.start()
         try:
             self.proc.stdin.write((json.dumps(command) + "\n").encode())
             self.proc.stdin.flush()
         except (BrokenPipeError, OSError):
             self.kill()
             raise WorkerDied(self._death_reason()) from None
-        deadline = time.monotonic() + timeout
         scanned = 0
-        while b"\n" not in self._buffer[scanned:]:
-            scanned = len(self._buffer)
-            left = deadline - time.monotonic()
-            if left <= 0:
-                self.kill()
-                raise WorkerDied(f"ran past the time limit of {timeout:.0f} s and was stopped")
-            ready, _, _ = select.select([self._reply], [], [], min(left, 1.0))
-            if not ready:
-                continue
-            chunk = os.read(self._reply, 1 << 20)
-            if not chunk:
-                self.proc.wait()
-                reason = self._death_reason()
-                self.kill()
-                raise WorkerDied(reason)
-            self._buffer += chunk
-            if len(self._buffer) > self.limits.reply_bytes:
-                self.kill()
-                raise WorkerDied(f"sent more than {self.limits.reply_bytes // 2 ** 20} MB to the grader and was stopped")
+        try:
+            while b"\n" not in self._buffer[scanned:]:
+                scanned = len(self._buffer)
+                spent = self.clock.read()
+                if spent.own > timeout:
+                    self.kill()
+                    raise WorkerDied(f"ran past the time limit of {timeout:.0f} s and was stopped")
+                if spent.cpu > timeout * self.limits.cpus:
+                    self.kill()
+                    raise WorkerDied(f"used more than {timeout * self.limits.cpus:.0f} s of CPU time "
+                                     f"(the time limit of {timeout:.0f} s on {self.limits.cpus:g} cores) and was stopped")
+                if spent.wall > timeout * BACKSTOP:
+                    self.kill()
+                    raise Overloaded(f"the machine was too busy to run it: {spent.wall:.0f} s on the clock, "
+                                     f"{spent.held:.0f} s of them waiting for a CPU")
+                ready, _, _ = select.select([self._reply], [], [], min(max(timeout - spent.own, 0.05), 1.0))
+                if not ready:
+                    continue
+                chunk = os.read(self._reply, 1 << 20)
+                if not chunk:
+                    self.proc.wait()
+                    reason = self._death_reason()
+                    self.kill()
+                    raise WorkerDied(reason)
+                self._buffer += chunk
+                if len(self._buffer) > self.limits.reply_bytes:
+                    self.kill()
+                    raise WorkerDied(f"sent more than {self.limits.reply_bytes // 2 ** 20} MB to the grader and was stopped")
+        finally:
+            self.own_seconds += self.clock.read().own
         cut = self._buffer.index(b"\n")
         line = bytes(self._buffer[:cut])
         del self._buffer[:cut + 1]

@@ -669,6 +669,16 @@ def test_nbgrader_autograde_is_protected(tmp_path):
     assert got["cheater"] == (3.0, 5.0)
     assert got["crasher"] == (3.0, 5.0)
     assert got["marker"] == (5.0, 5.0), "nbgrader's markers inside an answer change nothing"
+    # every lost point has its reason where the instructor looks: the log and the gradebook's comments
+    assert "cheater: fx_scale_test 0/2: scale(1.5, -2.0) is 0, expected -3" in log
+    from nbgrader.api import Gradebook
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        comment = gb.find_comment("fx_scale", "99-fixture", "99-fixture", "cheater").auto_comment or ""
+        crashed = gb.find_comment("fx_grad", "99-fixture", "99-fixture", "crasher").auto_comment or ""
+        solved = gb.find_comment("fx_scale", "99-fixture", "99-fixture", "solved").auto_comment
+    assert "fx_scale_test (0/2): scale(1.5, -2.0) is 0, expected -3" in comment, comment
+    assert "exit code 1" in crashed, crashed
+    assert solved is None, "full marks: no comment"
     log = grading.nbgrader("generate_feedback", "99-fixture", "--force", cwd=course).stderr
     assert "WARNING" not in log, log
     feedback = grading.feedback(course, "99-fixture")
