@@ -722,3 +722,19 @@ def test_a_test_cell_without_grade_stops_grading(tmp_path):
     nbformat.write(nb, bad)
     with pytest.raises(RuntimeError, match="never called grade"):
         hardened.Reference(lessonfile.load_lesson(bad), LIMITS)
+
+
+def test_a_limit_hit_in_the_lessons_own_cells_is_never_the_learners_zero():
+    """The lesson's import cell running past the limit (as on a machine too busy to start Python)
+    is graded again, then reported as not graded for the machine's sake, never as a score."""
+    lesson = lessonfile.load_lesson(FIXTURE)
+    reference = hardened.Reference(lesson, LIMITS)
+    try:
+        tight = Limits(**{**vars(LIMITS), "cell_seconds": 0.01})   # the lesson's first cell cannot meet it
+        answers, notes = lessonfile.read_answers(dumps(notebook()), lesson)
+        result = hardened.grade_answers(lesson, reference, answers, notes, "ada", tight)
+    finally:
+        reference.close()
+    assert result.overloaded, result.outcomes
+    for o in result.outcomes.values():
+        assert o.score == 0 and o.message.startswith(hardened.OVERLOADED) and "before any answer ran" in o.message, o.message

@@ -242,3 +242,47 @@ def test_a_normal_user_gets_the_userns_sandbox():
     assert "solutions" not in seen["course"] and seen["net"] is False and seen["pids"] <= 3
     assert seen["wrote_course_utils"] is False and seen["unmounted"] is False and seen["writable"] == []
     assert seen["forks"] < 32, f"the process limit holds inside the user namespace: {seen['forks']} forks"
+
+
+# --- the sandbox fails closed ------------------------------------------------------------------
+
+@pytest.fixture
+def fresh_isolation():
+    """isolation() asked anew (it is cached per process), and asked anew again after the test."""
+    isolation_module.isolation.cache_clear()
+    yield
+    isolation_module.isolation.cache_clear()
+
+
+@pytest.mark.skipif(any(shutil.which(t) is None for t in ("unshare", "setpriv", "pivot_root")),
+                    reason="needs util-linux's unshare, setpriv and pivot_root")
+def test_a_sandbox_set_up_that_never_finishes_stops_grading(monkeypatch, fresh_isolation):
+    """A busy machine that cannot build the probe sandbox in time never lowers the protection."""
+    monkeypatch.setattr(isolation_module, "PROBE_SECONDS", (0.01, 0.01))
+    with pytest.raises(isolation_module.SandboxUnavailable, match="did not finish in .* over 2 tries"):
+        isolation()
+
+
+def test_a_failing_sandbox_set_up_grades_nothing_unless_the_instructor_accepts_it(monkeypatch, fresh_isolation):
+    monkeypatch.setattr(isolation_module, "setup_command", lambda *args: ["sh", "-c", "echo 'mount: permission denied' >&2; exit 32"])
+    assert isolation() == "none"
+    with pytest.raises(isolation_module.SandboxUnavailable, match="permission denied.*--sandbox optional"):
+        sandbox.check_sandbox(Limits())
+    with pytest.raises(isolation_module.SandboxUnavailable):
+        Worker("learner", Limits(), slot=17).start()
+    assert "no sandbox here" in sandbox.check_sandbox(Limits(sandbox="optional"))
+    with Worker("learner", Limits(sandbox="optional"), slot=17) as w:  # asked for: limits only
+        assert w.send(cell("x = 1"), 60)["error"] is None
+    with pytest.raises(ValueError, match="sandbox"):
+        Limits(sandbox="none")
+
+
+def test_time_limits_count_the_workers_own_time():
+    """A cell that sleeps is charged its sleep; one that waits for the CPU is not charged the wait."""
+    with Worker("learner", Limits(), slot=18) as w:
+        w.send(cell("import time"), 60)
+        before = w.own_seconds
+        w.send(cell("time.sleep(1.5)", 1), 60)
+        assert w.own_seconds - before >= 1.5
+        with pytest.raises(WorkerDied, match="time limit of 1 s"):
+            w.send(cell("time.sleep(30)", 2), 1)

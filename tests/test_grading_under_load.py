@@ -1,0 +1,84 @@
+"""Grades that nothing but the learner's own code can change: a busy machine and a hostile neighbour.
+
+A class of the fixture lesson (tests/fixtures/99-fixture) is graded with the folder command, two
+submissions at a time, (1) while CPU hogs started outside the grader oversubscribe the machine 24
+times over (each in a session of its own, as other users' work is: the load average climbs to
+about 50 on 2 cores), and (2) beside a hostile submission that forks CPU spinners, each in a
+session of its own, and sleeps every cell to just under its limit. Each learner must score exactly
+what the same submission scores on a quiet machine (tests/test_hardened.py's corpus), and none
+may be left "not graded".
+"""
+
+import os
+import subprocess
+from contextlib import contextmanager
+
+import pytest
+
+from course_utils import gradefolder
+from test_hardened import CORPUS, FIXTURE, LIMITS, dumps, notebook
+
+pytestmark = pytest.mark.slow
+
+QUIET = {name: CORPUS[name][1] for name in ("solved", "wrong answer", "untouched")}
+
+
+@contextmanager
+def oversubscribed(per_core: int = 24):
+    hogs = [subprocess.Popen(["sh", "-c", "while :; do :; done"], start_new_session=True)
+            for _ in range(per_core * (os.cpu_count() or 1))]
+    try:
+        yield
+    finally:
+        for hog in hogs:
+            hog.kill()
+        for hog in hogs:
+            hog.wait()
+
+
+def _grade(tmp_path, submissions: dict[str, bytes]):
+    folder = tmp_path / "class"
+    folder.mkdir()
+    for student, data in submissions.items():
+        (folder / f"{student}.ipynb").write_bytes(data)
+    results = gradefolder.grade_folder(FIXTURE, folder, tmp_path / "out", jobs=2, limits=LIMITS)
+    return {r.student: r for r in results}
+
+
+def _check(result, expected):
+    got = {gid: o.score for gid, o in result.outcomes.items()}
+    reasons = " | ".join(o.message for o in result.outcomes.values())
+    assert not result.overloaded, f"{result.student} was left not graded: {reasons}"
+    assert got == expected, f"{result.student} scored {got}, {expected} on a quiet machine: {reasons}"
+
+
+def test_a_class_on_an_oversubscribed_machine_scores_what_it_scores_on_a_quiet_one(tmp_path):
+    with oversubscribed():
+        results = _grade(tmp_path, {name.replace(" ", "-"): CORPUS[name][0] for name in QUIET})
+    for name, expected in QUIET.items():
+        _check(results[name.replace(" ", "-")], expected)
+
+
+HOSTILE = f"""import os, time
+for _ in range(40):
+    try:
+        if os.fork() == 0:
+            os.setsid()
+            while True:
+                pass
+    except OSError:
+        break
+time.sleep({LIMITS.cell_seconds - 1})
+
+def scale(x, k):
+    time.sleep({LIMITS.cell_seconds - 1})
+    return x * k
+"""
+
+
+def test_a_hostile_neighbour_changes_no_one_elses_score(tmp_path):
+    results = _grade(tmp_path, {"mallory": dumps(notebook(fx_scale=HOSTILE)),
+                                **{name.replace(" ", "-"): CORPUS[name][0] for name in ("solved", "wrong answer")}})
+    for name in ("solved", "wrong answer"):
+        _check(results[name.replace(" ", "-")], QUIET[name])
+    assert results["mallory"].outcomes["fx_scale_test"].score == 0
