@@ -1,21 +1,27 @@
 """What the hardened grader costs: per lesson, against a plain run of the notebook, and for a class.
 
-    python benchmarks/grading_cost.py [LESSON ...] [--class-lesson 01-circuits --students 20 --jobs 2]
+    python benchmarks/grading_cost.py [LESSON ...] [--class-lesson 01-circuits --students 40 --jobs 2]
+    python benchmarks/grading_cost.py --class-only --oversubscribe 24     # the class, quiet and under load
 
 For each lesson: the plain run (the solution notebook top to bottom in a fresh Jupyter kernel with
 NBGRADER_EXECUTION=autograde, as nbgrader's own Execute runs a submission), the reference run (once per lesson and grading
 session: the instructor's notebook in the trusted worker) and the grading of one solved submission
 (sandboxed worker + judging), with the ratio grading / plain run (goal: under 1.5). Then a folder of
-N submissions of one lesson graded with `jobs` parallel sandboxes (course_utils.gradefolder.grade_folder).
+N submissions of one lesson graded with `jobs` parallel sandboxes (course_utils.gradefolder.grade_folder),
+on a quiet machine and, with --oversubscribe K, again while K busy processes per core (each in a
+session of its own, as other users' work is) compete for the CPU: the time per submission grows, the
+scores must not change (the grader counts each submission's own time, course_utils.workerclock).
 """
 
 import argparse
 import os
 import platform
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import nbformat
@@ -61,9 +67,22 @@ def lesson_costs(name: str) -> tuple[float, float, float, float]:
     return plain, ref_seconds, one, one / plain
 
 
-def class_cost(name: str, students: int, jobs: int) -> tuple[float, float]:
+@contextmanager
+def oversubscribed(per_core: int):
+    """per_core busy processes per core, each in a session of its own, for as long as the block runs."""
+    hogs = [subprocess.Popen(["sh", "-c", "while :; do :; done"], start_new_session=True)
+            for _ in range(per_core * (os.cpu_count() or 1))]
+    try:
+        yield
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+
+
+def class_cost(name: str, students: int, jobs: int) -> tuple[float, float, dict, float]:
+    """Grade `students` copies of the solution: (seconds in all, per submission, {score: count}, load average)."""
     source = grading.notebook_path(ROOT, "solutions", name)
-    lesson = lessonfile.load_lesson(source)
     tmp = Path(tempfile.mkdtemp(prefix="course-bench-class-"))
     try:
         nb = nbformat.read(source, as_version=4)
@@ -72,35 +91,46 @@ def class_cost(name: str, students: int, jobs: int) -> tuple[float, float]:
         start = time.perf_counter()
         results = gradefolder.grade_folder(source, tmp, tmp / "out", jobs=jobs)
         total = time.perf_counter() - start
+        load = os.getloadavg()[0]
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    bad = [r.student for r in results if r.score != r.points]
-    if bad or len(results) != students:
-        raise RuntimeError(f"{name}: {len(results)} graded, not full marks: {bad}")
-    del lesson
-    return total, total / students
+    if len(results) != students:
+        raise RuntimeError(f"{name}: {len(results)} of {students} graded")
+    scores: dict[str, int] = {}
+    for r in results:
+        key = "not graded" if r.overloaded else f"{r.score:g}/{r.points:g}"
+        scores[key] = scores.get(key, 0) + 1
+    return total, total / students, scores, load
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("lessons", nargs="*", help="lesson ids (default: every graded lesson)")
     parser.add_argument("--class-lesson", default="01-circuits")
-    parser.add_argument("--students", type=int, default=20)
+    parser.add_argument("--students", type=int, default=40)
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
+    parser.add_argument("--class-only", action="store_true", help="skip the per-lesson costs")
+    parser.add_argument("--oversubscribe", type=int, default=0, metavar="K",
+                        help="grade the class again with K busy processes per core running beside it")
     args = parser.parse_args()
-    names = args.lessons or grading.lessons(ROOT, graded=True)
     print(f"# {platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}, "
           f"sandbox: {isolation()}")
-    print(f"{'lesson':<28}{'plain run (s)':>14}{'reference (s)':>15}{'grade one (s)':>15}{'ratio':>8}")
-    sums = [0.0, 0.0, 0.0]
-    for name in names:
-        plain, ref_seconds, one, ratio = lesson_costs(name)
-        sums = [sums[0] + plain, sums[1] + ref_seconds, sums[2] + one]
-        print(f"{name:<28}{plain:>14.1f}{ref_seconds:>15.1f}{one:>15.1f}{ratio:>8.2f}", flush=True)
-    print(f"{'whole course':<28}{sums[0]:>14.1f}{sums[1]:>15.1f}{sums[2]:>15.1f}{sums[2] / sums[0]:>8.2f}")
-    total, each = class_cost(args.class_lesson, args.students, args.jobs)
-    print(f"# {args.students} submissions of {args.class_lesson}, {args.jobs} at a time: {total:.1f} s in all "
-          f"(reference run included), {each:.1f} s per submission")
+    if not args.class_only:
+        names = args.lessons or grading.lessons(ROOT, graded=True)
+        print(f"{'lesson':<28}{'plain run (s)':>14}{'reference (s)':>15}{'grade one (s)':>15}{'ratio':>8}")
+        sums = [0.0, 0.0, 0.0]
+        for name in names:
+            plain, ref_seconds, one, ratio = lesson_costs(name)
+            sums = [sums[0] + plain, sums[1] + ref_seconds, sums[2] + one]
+            print(f"{name:<28}{plain:>14.1f}{ref_seconds:>15.1f}{one:>15.1f}{ratio:>8.2f}", flush=True)
+        print(f"{'whole course':<28}{sums[0]:>14.1f}{sums[1]:>15.1f}{sums[2]:>15.1f}{sums[2] / sums[0]:>8.2f}")
+    runs = [("quiet", 0)] + ([(f"{args.oversubscribe}x oversubscribed", args.oversubscribe)] if args.oversubscribe else [])
+    for label, per_core in runs:
+        with oversubscribed(per_core):
+            total, each, scores, load = class_cost(args.class_lesson, args.students, args.jobs)
+        print(f"# {args.students} submissions of {args.class_lesson}, {args.jobs} at a time, {label} (load average "
+              f"{load:.0f} at the end): {total:.1f} s in all (reference run included), {each:.1f} s per submission; "
+              f"scores {scores}", flush=True)
     return 0
 
 
