@@ -738,3 +738,33 @@ def test_a_limit_hit_in_the_lessons_own_cells_is_never_the_learners_zero():
     assert result.overloaded, result.outcomes
     for o in result.outcomes.values():
         assert o.score == 0 and o.message.startswith(hardened.OVERLOADED) and "before any answer ran" in o.message, o.message
+
+
+def test_a_restarted_reference_judges_against_the_first_runs_peaks(monkeypatch):
+    """The reference's memory peaks are measured once, in a known state: one started again later
+    (after a learner's answer killed it, perhaps while a neighbour evicts the page cache) keeps them."""
+    lesson = lessonfile.load_lesson(FIXTURE)
+    reference = hardened.Reference(lesson, LIMITS)
+    try:
+        first = {gid: 10 ** 9 + i for i, gid in enumerate(reference.peaks)}   # as if measured then
+        reference.peaks.update(first)
+        reference.close()                                                     # killed: judge() starts it again
+        sent = []
+        send = hardened.Worker.send
+        monkeypatch.setattr(hardened.Worker, "send", lambda self, command, timeout: sent.append(command) or send(self, command, timeout))
+        ok, message = reference.judge("fx_count_test", [0, 0, 3, 5])
+        assert ok, message
+        assert reference.peaks == first, "the restart measured new peaks and kept them"
+        assert sent[-1]["reference_peak"] == first["fx_count_test"]
+    finally:
+        reference.close()
+
+
+def test_the_judge_compares_with_the_reference_peak_it_is_given():
+    from course_utils import cellrunner, peakmemory
+    session = cellrunner.Session("reference")
+    seen = []
+    session.registry["g"] = (None, lambda got, want: seen.append(peakmemory.memory_peaks()), 111)
+    assert cellrunner.judge(session, "g", 1, peak=500, reference_peak=222)["ok"]
+    assert cellrunner.judge(session, "g", 1, peak=500)["ok"]
+    assert seen == [(500, 222), (500, 111)], "the grader's kept peak wins; the worker's own is the fallback"
