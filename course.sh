@@ -9,6 +9,7 @@
 #   bash course.sh grade LESSON FOLDER  grade a folder of submissions in sandboxes: grades.csv + feedback
 # COURSE_ROLE=instructor bash course.sh lab   opens the repository with nbgrader's instructor tools
 set -euo pipefail
+CALLER_DIR=$PWD   # `grade` resolves the caller's relative paths here
 cd "$(dirname "$0")"
 ROOT=$PWD
 VENV="$ROOT/.venv"
@@ -108,6 +109,6 @@ case "$cmd" in
   doctor)  ensure_venv; exec python -m course_utils.doctor ;;
   release) setup; exec python -m course_utils.release "$@" ;;
   bench)   setup; exec python benchmarks/notebook_times.py "$@" ;;
-  grade)   setup; exec python -m course_utils.gradefolder "$@" ;;
+  grade)   setup; cd "$CALLER_DIR"; exec python -m course_utils.gradefolder --course "$ROOT" "$@" ;;
   *)       sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; [ "$cmd" = help ] ;;
 esac
