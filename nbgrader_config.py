@@ -39,7 +39,8 @@ c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
 # decides each test cell outside the sandbox: the hidden tests' expected values are computed from
 # solutions/ in a separate process and never reach the learner's code. Outcomes become the test
 # cells' outputs, which nbgrader scores as usual (an error output = no points).
-from course_utils.autograde import HardenedExecute, HideTestsInFeedback, SanitizeSubmission, SaveReasons  # noqa: E402
+from course_utils.autograde import (HardenedExecute, HideTestsInFeedback, SanitizeSubmission, SaveReasons,  # noqa: E402
+                                    SubmissionExporter)
 from nbconvert.preprocessors import ClearMetadataPreprocessor  # noqa: E402
 from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata,  # noqa: E402
                                     ClearOutput, DeduplicateIds, GetGrades, IgnorePattern, LimitOutput,
@@ -48,6 +49,8 @@ from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor  # noqa: E402
 
 # A submission is first rebuilt as the release plus the learner's answer cells, so forged, renamed or
 # deleted cells cannot make nbgrader reject it (or count them).
+# A file that is not a notebook is graded as an empty one, with the reason in the gradebook's comments.
+c.Autograde.exporter_class = SubmissionExporter
 c.Autograde.sanitize_preprocessors = [SanitizeSubmission, ClearOutput, DeduplicateIds, OverwriteKernelspec,
                                       OverwriteCells, CheckCellMetadata]
 c.Autograde.autograde_preprocessors = [HardenedExecute, IgnorePattern, ClearMetadataPreprocessor, LimitOutput,

@@ -1,5 +1,8 @@
 """nbgrader's autograde and feedback steps for untrusted code (set in nbgrader_config.py).
 
+- SubmissionExporter: reads each submission for `nbgrader autograde`; a file that is not a
+  notebook (empty, truncated, not UTF-8) is graded as an empty one with the reason as a note, so it
+  scores 0 with that reason in the gradebook instead of failing with no reason after the run.
 - SanitizeSubmission: the first sanitizing step; the submission is rebuilt as the release with the
   learner's answer cells put in, so forged, renamed or deleted cells never reach nbgrader's checks.
 - HardenedExecute: takes the place of nbgrader's Execute; the answers run in course_utils.sandbox
@@ -18,6 +21,8 @@ import json
 import zlib
 from pathlib import Path
 
+import nbformat
+from nbconvert.exporters import NotebookExporter
 from nbgrader.preprocessors import ClearHiddenTests, NbGraderPreprocessor
 from traitlets import Enum, Float, Integer, List
 
@@ -45,6 +50,27 @@ class HideTestsInFeedback(ClearHiddenTests):
         return cell, resources
 
 
+# The grader's notes on a submission: from SubmissionExporter to SanitizeSubmission in resources[NOTES],
+# then to HardenedExecute in the rebuilt notebook's metadata (built from the release: no learner writes it).
+NOTES = "course_utils_notes"
+
+
+class SubmissionExporter(NotebookExporter):
+    """nbgrader's exporter (c.Autograde.exporter_class), except that a submitted file nbformat cannot
+    read becomes an empty notebook with a note saying why: graded, it scores 0 with that reason
+    where the instructor looks (gradebook comment, log), instead of failing the submission."""
+
+    def from_file(self, file_stream, resources=None, **kw):
+        try:
+            nb = nbformat.read(file_stream, as_version=4)
+        except Exception as e:  # noqa: BLE001 - whatever is wrong with the file, it is the learner's file
+            what = "not UTF-8 text" if isinstance(e, UnicodeDecodeError) else "empty, truncated or not a notebook"
+            nb = nbformat.v4.new_notebook()
+            resources = dict(resources or {})
+            resources[NOTES] = [f"the submitted file could not be read as a notebook ({what}): it was graded as if empty"]
+        return self.from_notebook_node(nb, resources=resources, **kw)
+
+
 class SanitizeSubmission(NbGraderPreprocessor):
     """The first of nbgrader's sanitizing steps: the submission is rebuilt as the released
     notebook with the learner's answer cells put in (found by grade id). Forged, renamed,
@@ -57,7 +83,6 @@ class SanitizeSubmission(NbGraderPreprocessor):
     as changed, for every submission, untouched ones too)."""
 
     def preprocess(self, nb, resources):
-        import nbformat
         from nbgrader.coursedir import CourseDirectory
 
         coursedir = CourseDirectory(config=self.config)
@@ -72,8 +97,8 @@ class SanitizeSubmission(NbGraderPreprocessor):
                  if c.metadata.get("nbgrader", {}).get("grade") and not c.metadata.nbgrader.get("solution")}
         wanted = {c.metadata.nbgrader.grade_id for c in clean.cells if c.metadata.get("nbgrader", {}).get("solution")}
         answers, notes = read_answers(json.loads(json.dumps(nb)), wanted)
-        for note in notes:
-            self.log.warning("%s: %s", info["student"], note)
+        notes = list(resources.get(NOTES, [])) + notes
+        clean.metadata[NOTES] = notes   # for HardenedExecute, which grades the rebuilt notebook
         for cell in clean.cells:
             meta = cell.metadata.get("nbgrader", {})
             if meta.get("solution") and meta.get("grade_id") in answers:
@@ -97,7 +122,6 @@ class HardenedExecute(NbGraderPreprocessor):
                         "'optional': grade there with resource limits only").tag(config=True)
 
     def preprocess(self, nb, resources):
-        import nbformat
         from nbgrader.coursedir import CourseDirectory
 
         limits = Limits(cell_seconds=self.cell_seconds, notebook_seconds=self.notebook_seconds,
@@ -110,6 +134,7 @@ class HardenedExecute(NbGraderPreprocessor):
         if warning:
             self.log.warning("course_utils.autograde: %s", warning)
         answers, notes = read_answers(dict(nb), reference.lesson)
+        notes = list(nb.metadata.get(NOTES, [])) + notes
         try:
             result = grade_answers(reference.lesson, reference, answers, notes, info["student"], limits,
                                    slot=zlib.crc32(info["student"].encode()) % 4000)

@@ -32,8 +32,10 @@ from typing import TYPE_CHECKING
 from course_utils import feedback
 from course_utils.lessonfile import MAX_SUBMISSION_BYTES, Lesson, load_lesson, read_answers
 from course_utils.review import review
-from course_utils.isolation import isolation_warning
-from course_utils.sandbox import Limits
+from course_utils.isolation import SandboxUnavailable
+from course_utils.sandbox import Limits, check_sandbox
+
+DEFAULTS = Limits()
 
 if TYPE_CHECKING:
     from course_utils.hardened import Result
@@ -220,6 +222,11 @@ def grade_answers(*args, **kwargs) -> Result:
 def grade_submissions(lesson: Lesson, submissions: dict[str, Path], jobs: int, limits: Limits) -> list[Result]:
     from course_utils.hardened import OVERLOADED, Reference, failed
     try:
+        if warning := check_sandbox(limits):   # fails closed: no learner's code without the sandbox unless asked
+            print(f"warning: {warning}", file=sys.stderr)
+    except SandboxUnavailable as e:
+        raise BadInput(f"nothing graded: {e}") from None
+    try:
         reference = Reference(lesson, limits)
     except RuntimeError as e:
         if OVERLOADED in str(e):
@@ -355,8 +362,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default="graded", help="where grades.csv and feedback/ go (default: graded); "
                         "an existing grades.csv of the lesson is merged into")
     parser.add_argument("--jobs", type=_jobs, default=2, help="submissions graded at once (default 2)")
-    parser.add_argument("--cell-seconds", type=_seconds, default=60, help="time limit for one cell (default 60)")
-    parser.add_argument("--notebook-seconds", type=_seconds, default=600, help="time limit for a whole submission (default 600)")
+    parser.add_argument("--cell-seconds", type=_seconds, default=DEFAULTS.cell_seconds,
+                        help=f"time limit for one cell, in the submission's own time (default {DEFAULTS.cell_seconds:g})")
+    parser.add_argument("--notebook-seconds", type=_seconds, default=DEFAULTS.notebook_seconds,
+                        help=f"time limit for a whole submission (default {DEFAULTS.notebook_seconds:g})")
+    parser.add_argument("--sandbox", choices=("required", "optional"), default=DEFAULTS.sandbox,
+                        help="required (default): stop where the learner's code would run without the sandbox; "
+                             "optional: grade there with resource limits only")
     parser.add_argument("--course", default=".", help="the course's folder, where lesson names are looked up "
                         "(default: the current folder; bash course.sh grade passes its own)")
     args = parser.parse_args(argv)
@@ -365,10 +377,9 @@ def main(argv: list[str] | None = None) -> int:
         lesson = read_lesson(lesson_source(args.lesson, Path(args.course)))
         submissions = check_folder(Path(args.folder), lesson.name)
         check_out(out, lesson)
-        if warning := isolation_warning():
-            print(f"warning: {warning}", file=sys.stderr)
         results = grade_submissions(lesson, submissions, args.jobs,
-                                    Limits(cell_seconds=args.cell_seconds, notebook_seconds=args.notebook_seconds))
+                                    Limits(cell_seconds=args.cell_seconds, notebook_seconds=args.notebook_seconds,
+                                           sandbox=args.sandbox))
         write_reports(results, lesson, out)
     except BadInput as e:
         print(f"error: {e}", file=sys.stderr)

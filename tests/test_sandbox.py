@@ -286,3 +286,14 @@ def test_time_limits_count_the_workers_own_time():
         assert w.own_seconds - before >= 1.5
         with pytest.raises(WorkerDied, match="time limit of 1 s"):
             w.send(cell("time.sleep(30)", 2), 1)
+
+
+def test_the_folder_command_grades_nothing_without_the_sandbox_unless_asked(monkeypatch, fresh_isolation, tmp_path):
+    from course_utils import gradefolder
+    monkeypatch.setattr(isolation_module, "setup_command", lambda *args: ["sh", "-c", "exit 32"])
+    folder, out = tmp_path / "class", tmp_path / "out"
+    folder.mkdir()
+    fixture = ROOT / "tests" / "fixtures" / "99-fixture" / "99-fixture.ipynb"
+    shutil.copy(fixture, folder / "ada.ipynb")
+    assert gradefolder.main([str(fixture), str(folder), "--out", str(out)]) == 2
+    assert not out.exists(), "nothing is written when grading cannot be protected"
