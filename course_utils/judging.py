@@ -23,12 +23,14 @@ Where it runs decides what `grade` does:
 - in the reference worker (the instructor's solution, trusted): grade() keeps expect() and judge,
   checks that the reference passes, and later judges each learner's decoded observations.
 
-Observations cross between processes as JSON built by `encode` and read by `decode`: numbers,
-strings, lists, tuples, dicts with string keys and tensors (dtype, shape, values). Anything else,
-or a subclass of any of these (a float with a clever __eq__), arrives as an Opaque object whose type
-name is the original's, so strict checks fail with a message naming it. Nothing is unpickled.
+Observations cross between processes as JSON built by `encode`, parsed by `loads` and read by
+`decode`: numbers, strings, lists, tuples, dicts with string keys and tensors (dtype, shape, values).
+Anything else, or a subclass of any of these (a float with a clever __eq__), arrives as an Opaque
+object whose type name is the original's, so strict checks fail with a message naming it. Nothing is
+unpickled, and every size is checked before the work it costs (digits, dimensions, lengths, nesting).
 """
 
+import json
 import math
 import random
 import re
@@ -40,6 +42,9 @@ SEED = 0
 MAX_NODES = 2_000_000       # numbers, strings, containers and tensor entries in one observation
 MAX_DEPTH = 32
 MAX_STR = 10_000
+MAX_DIMS = 32               # a tensor's shape: at most this many entries, each below 2**63
+INT_MIN, INT_MAX = -2 ** 63, 2 ** 63 - 1   # encode sends bigger ints as $bigint
+MAX_INT_DIGITS = 20         # loads() refuses longer integer literals before Python builds them
 _DTYPES = {str(d).removeprefix("torch."): d for d in (
     torch.float64, torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.int32, torch.int16,
     torch.int8, torch.uint8, torch.bool, torch.complex64, torch.complex128)}
@@ -232,15 +237,39 @@ def _opaque(name: str) -> Opaque:
     return _opaque_types[name]()
 
 
+def loads(line: bytes | str):
+    """json.loads for what a learner's worker sent: an integer literal of more than MAX_INT_DIGITS
+    digits is refused (ValueError) before Python converts it (converting thousands of 4,000-digit
+    literals takes seconds; encode never sends one, bigger ints cross as $bigint)."""
+    return json.loads(line, parse_int=_parse_int)
+
+
+def _parse_int(text: str) -> int:
+    if len(text) - text.startswith("-") > MAX_INT_DIGITS:
+        raise ValueError("malformed observation: an integer literal with too many digits")
+    return int(text)
+
+
+def _int(v) -> bool:
+    """v is an int encode could have sent as a number (never bool; within int64)."""
+    return type(v) is int and INT_MIN <= v <= INT_MAX
+
+
 def decode(data, _depth: int = 0, _count: list | None = None):
-    """encode's output (as parsed by json.loads) -> plain Python and torch values. Strict: any
-    structure encode does not make raises ValueError."""
+    """encode's output (as parsed by `loads`) -> plain Python and torch values. Strict: any
+    structure encode does not make raises ValueError ("malformed observation: ..."), and every
+    size is checked before the work it would cost: ints within int64, tensor shapes of at most
+    MAX_DIMS entries below 2**63, strings and keys of at most MAX_STR characters, MAX_NODES in all."""
     count = _count if _count is not None else [0]
     count[0] += 1
     if count[0] > MAX_NODES or _depth > MAX_DEPTH:
         raise ValueError("malformed observation: too large or too deeply nested")
     t = type(data)
-    if data is None or t in (bool, int, float):
+    if data is None or t in (bool, float):
+        return data
+    if t is int:
+        if not _int(data):
+            raise ValueError("malformed observation: an int beyond int64 (encode sends those as $bigint)")
         return data
     if t is str:
         if len(data) > MAX_STR:
@@ -254,24 +283,30 @@ def decode(data, _depth: int = 0, _count: list | None = None):
     if tag == "$tuple" and type(body) is list:
         return tuple(decode(v, _depth + 1, count) for v in body)
     if tag == "$dict" and type(body) is dict:
-        return {str(k): decode(v, _depth + 1, count) for k, v in body.items()}
+        if any(type(k) is not str or len(k) > MAX_STR for k in body):
+            raise ValueError("malformed observation: a dict key that is not a string or is too long")
+        return {k: decode(v, _depth + 1, count) for k, v in body.items()}
     if tag == "$float" and body in ("nan", "inf", "-inf"):
         return float(body)
     if tag == "$bigint" and type(body) is str and re.fullmatch(r"-?\d{1,400}", body):
         return _opaque("int too large")  # no exercise returns one; its digits could spell any text in feedback
-    if tag == "$dtype" and body in _DTYPES:
+    if tag == "$dtype" and type(body) is str and body in _DTYPES:
         return _DTYPES[body]
     if tag == "$opaque":
         return _opaque(body)
     if tag == "$tensor" and type(body) is dict and set(body) == {"dtype", "shape", "data"}:
         dtype, shape, values = body["dtype"], body["shape"], body["data"]
-        if dtype not in _DTYPES or type(shape) is not list or not all(type(s) is int and s >= 0 for s in shape):
-            raise ValueError("malformed observation: bad tensor dtype or shape")
-        if type(values) is not list or len(values) != math.prod(shape):
+        # Sizes are checked before anything that costs: math.prod of unchecked entries could build
+        # numbers of millions of digits.
+        if type(dtype) is not str or dtype not in _DTYPES:
+            raise ValueError("malformed observation: bad tensor dtype")
+        if type(shape) is not list or len(shape) > MAX_DIMS or not all(_int(s) and s >= 0 for s in shape):
+            raise ValueError("malformed observation: bad tensor shape")
+        if type(values) is not list or len(values) > MAX_NODES or count[0] + len(values) > MAX_NODES:
+            raise ValueError("malformed observation: too large")
+        if len(values) != math.prod(shape):
             raise ValueError("malformed observation: tensor data does not match its shape")
         count[0] += len(values)
-        if count[0] > MAX_NODES:
-            raise ValueError("malformed observation: too large")
         d = _DTYPES[dtype]
         if d.is_complex:
             values = [complex(_number(z[0]), _number(z[1])) if type(z) is list and len(z) == 2 else _bad() for z in values]
@@ -280,13 +315,14 @@ def decode(data, _depth: int = 0, _count: list | None = None):
         elif d == torch.bool:
             values = [v if type(v) is bool else _bad() for v in values]
         else:
-            values = [v if type(v) is int else _bad() for v in values]
+            low, high = torch.iinfo(d).min, torch.iinfo(d).max
+            values = [v if type(v) is int and low <= v <= high else _bad() for v in values]
         return torch.tensor(values, dtype=d).reshape(shape)
     raise ValueError("malformed observation: an unknown tag")
 
 
 def _number(v) -> float:
-    if type(v) in (int, float):
+    if type(v) is float or _int(v):
         return float(v)
     if type(v) is dict and len(v) == 1 and v.get("$float") in ("nan", "inf", "-inf"):
         return float(v["$float"])

@@ -12,16 +12,27 @@ tells an instructor which submissions to open and read. An answer is flagged whe
 - assigns to an attribute of a module or helper the lesson provides or the answer imports
   (torch.allclose = ..., math.isclose = ...);
 - rebinds a name that the lesson's own cells import or define as a function or class
-  (check_floats, grade, torch, a helper the tests call, ...).
+  (check_floats, grade, torch, a helper the tests call, ...);
+- installs hooks that see what autograd or a module does (saved_tensors_hooks, save_on_cpu,
+  register_hook, register_forward_hook, register_multi_grad_hook, a module's _forward_hooks, ...):
+  the checks of lessons 03, 05 and 06 count saved tensors with hooks of their own, which an
+  answer's hooks, nested inside them, would shadow;
+- uses dispatch or function modes (TorchDispatchMode, TorchFunctionMode, __torch_dispatch__,
+  __torch_function__, torch.overrides), which see and can change every torch call the tests make;
+- switches grad mode on (torch.enable_grad, torch.set_grad_enabled, torch.inference_mode(False),
+  torch.autograd.grad_mode): the tests of exercises "without autograd" run them under no_grad;
+- writes into a module's or an object's __dict__ (m.__dict__["f"] = ..., vars(m)[...] = ...,
+  m.__dict__.update(...)), or reads it.
 
     >>> flags("import os\\ndef f(x):\\n    return eval(x)")
-    ['imports os', 'calls eval']
+    ['calls eval', 'imports os']
 
 Not a sandbox and not a verdict: a determined cheat can hide from any static scan, and a flag
 only says "read this one". The lessons' solutions and second solutions raise no flag (tests/).
 """
 
 import ast
+import re
 
 MAX_SOURCE = 200_000  # longer answers are flagged unread (the lessons' solutions are under 5,000)
 MODULES = {
@@ -46,6 +57,18 @@ DUNDERS = {"__eq__", "__ne__", "__bool__", "__instancecheck__", "__subclasscheck
            "__getattribute__", "__getattr__", "__init_subclass__", "__float__", "__index__"}
 # built-in value types whose subclasses could pretend to be a right answer
 VALUE_TYPES = {"float", "int", "bool", "str", "tuple", "list", "dict", "complex", "Tensor", "Size"}
+# Names that let an answer watch or steer what the tests' own torch calls do. Matched against
+# every identifier the answer mentions (names, attributes, imported names, defined functions) and
+# its string constants (getattr(torch, "enable_grad")).
+HOOKS = re.compile(r"_*register_\w*hooks?|_*\w+_hooks|save_on_cpu|saved_tensors_hooks")
+MODES = {"TorchDispatchMode", "TorchFunctionMode", "BaseTorchFunctionMode", "__torch_dispatch__",
+         "__torch_function__", "_python_dispatch", "_push_mode", "_pop_mode", "_set_torch_function_mode",
+         "_push_on_torch_dispatch_stack", "_pop_torch_dispatch_stack", "DisableTorchFunction",
+         "DisableTorchFunctionSubclass", "_DisableTorchDispatch", "enable_python_dispatcher",
+         "handle_torch_function", "_disabled_torch_function_impl"}
+MODE_MODULES = {"torch.overrides", "torch.utils._python_dispatch", "torch._subclasses"}
+GRAD_MODE = {"enable_grad", "set_grad_enabled", "_set_grad_enabled", "grad_mode"}
+DICT_WRITES = {"update", "setdefault", "pop", "popitem", "clear", "__setitem__", "__delitem__", "__ior__"}
 
 
 def flags(source: str, lesson_names: set[str] = frozenset(), own_names: set[str] = frozenset()) -> list[str]:
@@ -102,9 +125,90 @@ def _flags(tree: ast.Module, lesson_names: set[str], own_names: set[str]) -> lis
                     found.add(f"assigns to {ast.unparse(target)}")
         elif isinstance(node, ast.Global):
             found |= {f"declares global {n}" for n in node.names if n in lesson_names - own_names}
+        if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
+            targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
+            for target in _unpacked(targets):
+                if isinstance(target, ast.Subscript) and _is_dict_of(target.value):
+                    found.add(f"writes into {_shown(target.value)}")
+                elif isinstance(target, ast.Attribute) and target.attr == "__dict__":
+                    found.add(f"writes into {_shown(target)}")
+        elif isinstance(node, ast.Call):
+            func = node.func
+            if isinstance(func, ast.Attribute) and func.attr in DICT_WRITES and _is_dict_of(func.value):
+                found.add(f"writes into {_shown(func.value)}")
+            if _name(func) == "inference_mode" and _turns_off(node):
+                found.add("switches grad mode (inference_mode(False))")
+        found |= _steering(node)
     for name in _top_level_names(tree) & (lesson_names - own_names):
         found.add(f"redefines {name}")
     return sorted(found)
+
+
+def _identifiers(node) -> list[str]:
+    """The identifiers one node mentions: a name, an attribute, a def's or class's name, an
+    imported name (each part of a dotted one), a string constant that could be one."""
+    if isinstance(node, ast.Name):
+        return [node.id]
+    if isinstance(node, ast.Attribute):
+        return [node.attr]
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return [node.name]
+    if isinstance(node, ast.alias):
+        return node.name.split(".") + ([node.asname] if node.asname else [])
+    if isinstance(node, ast.ImportFrom):
+        return (node.module or "").split(".")
+    if isinstance(node, ast.Constant) and type(node.value) is str and len(node.value) <= 64 \
+            and node.value.isidentifier():
+        return [node.value]
+    return []
+
+
+def _steering(node) -> set[str]:
+    """Flags for hooks, dispatch and function modes, grad-mode switches and __dict__ named at node."""
+    found = set()
+    for ident in _identifiers(node):
+        if HOOKS.fullmatch(ident):
+            found.add(f"installs hooks ({ident})")
+        elif ident in MODES:
+            found.add(f"uses a dispatch or function mode ({ident})")
+        elif ident in GRAD_MODE:
+            found.add(f"switches grad mode ({ident})")
+        elif ident == "__dict__":
+            found.add("uses __dict__")
+    modules = []
+    if isinstance(node, ast.ImportFrom) and node.module:
+        modules = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+    elif isinstance(node, ast.Import):
+        modules = [a.name for a in node.names]
+    elif isinstance(node, ast.Attribute) and isinstance(node.value, (ast.Name, ast.Attribute)):
+        modules = [ast.unparse(node)]
+    for module in modules:
+        if any(module == m or module.startswith(m + ".") for m in MODE_MODULES):
+            found.add(f"uses a dispatch or function mode ({next(m for m in MODE_MODULES if module.startswith(m))})")
+    return found
+
+
+def _shown(node, limit: int = 60) -> str:
+    text = ast.unparse(node)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _is_dict_of(node) -> bool:
+    """node is `x.__dict__` or `vars(x)`: writing into it rebinds x's attributes behind its back."""
+    return (isinstance(node, ast.Attribute) and node.attr == "__dict__") or (
+        isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "vars")
+
+
+def _name(func) -> str | None:
+    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
+
+
+def _turns_off(call: ast.Call) -> bool:
+    """inference_mode(...) called with a mode that is not the constant True (inference_mode() and
+    inference_mode(True) only turn grad off, which the tests allow)."""
+    modes = list(call.args[:1]) + [k.value for k in call.keywords if k.arg == "mode"]
+    return any(not (isinstance(m, ast.Constant) and m.value is True) for m in modes) or any(
+        k.arg is None for k in call.keywords) or any(isinstance(a, ast.Starred) for a in call.args)
 
 
 def _unpacked(targets):

@@ -52,11 +52,64 @@ def test_tensors_lose_their_graph_and_device():
     {"$tensor": {"dtype": "int64", "shape": [1], "data": [1.5]}},
     {"$tensor": {"dtype": "float32", "shape": [-1], "data": []}},
     {"$pickle": "gASV"}, {"a": 1, "b": 2}, {"$float": "1e999"}, {"$bigint": "12a"},
-    {"$dtype": "os.system"}, {"$tuple": "abc"},
+    {"$dtype": "os.system"}, {"$tuple": "abc"}, {"$dtype": ["float32"]}, {"$float": ["nan"]},
+    2 ** 63, -2 ** 63 - 1, [1, 10 ** 30], {"$tuple": [2 ** 64]},           # encode sends those as $bigint
+    {"$tensor": {"dtype": "float32", "shape": [1] * 33, "data": [1.0]}},  # more dimensions than torch allows
+    {"$tensor": {"dtype": "float32", "shape": [2 ** 63, 0], "data": []}},
+    {"$tensor": {"dtype": "float32", "shape": [True], "data": [1.0]}},
+    {"$tensor": {"dtype": "float64", "shape": [1], "data": [2 ** 70]}},
+    {"$tensor": {"dtype": "int8", "shape": [1], "data": [300]}},
+    {"$tensor": {"dtype": ["int8"], "shape": [1], "data": [3]}},
 ])
 def test_malformed_observations_are_refused(bad):
     with pytest.raises(ValueError, match="malformed"):
         judging.decode(bad)
+
+
+def test_integers_fill_the_int64_range_and_no_more():
+    edge = torch.tensor([-2 ** 63, 2 ** 63 - 1, 0])
+    assert torch.equal(roundtrip(edge), edge)
+    assert roundtrip([2 ** 63 - 1, -(2 ** 63 - 1)]) == [2 ** 63 - 1, -(2 ** 63 - 1)]
+    assert type(roundtrip(-2 ** 63)).__name__ == "int too large"
+    assert judging.loads(json.dumps(judging.encode({"n": [2 ** 63 - 1, -2 ** 63 + 1], "x": 1.5e300})).encode()) == \
+        {"$dict": {"n": [2 ** 63 - 1, -2 ** 63 + 1], "x": 1.5e300}}
+
+
+def _timed(fn, *args):
+    import time
+    start = time.perf_counter()
+    try:
+        fn(*args)
+    except ValueError as e:
+        assert "malformed" in str(e)
+    return time.perf_counter() - start
+
+
+def test_decoding_is_bounded_before_it_is_attempted():
+    """A red team's observation hung the reference: a tensor "shape" of thousands of 4,299-digit
+    integers (math.prod of them builds numbers of millions of digits). Each such observation is
+    refused in well under a second, parsed with judging.loads (the grader's) or already parsed."""
+    digits = "7" * 4299
+    huge = int(digits)
+    for shape in ([huge] * 3000, [2 ** 62] * 32, [1] * 3000):
+        data = {"$tensor": {"dtype": "float32", "shape": shape, "data": []}}
+        assert _timed(judging.decode, data) < 0.2
+        with pytest.raises(ValueError, match="malformed"):
+            judging.decode(data)
+    for data in ("HUGE", ["HUGE"] * 3000, {"$tuple": ["HUGE"] * 3000}, {"$dict": {"k": ["HUGE"] * 3000}},
+                 {"$tensor": {"dtype": "int64", "shape": [3000], "data": ["HUGE"] * 3000}},
+                 {"$tensor": {"dtype": "float32", "shape": ["HUGE"] * 3000, "data": []}}):
+        line = json.dumps(data).replace('"HUGE"', digits).encode()  # what a hostile worker could send
+        assert _timed(judging.loads, line) < 0.2
+        with pytest.raises(ValueError, match="digits"):
+            judging.loads(line)
+        parsed = json.loads(line)  # as a parser without the bound would hand it on
+        assert _timed(judging.decode, parsed) < 0.2
+        with pytest.raises(ValueError, match="malformed"):
+            judging.decode(parsed)
+    assert judging.loads(b'[12345678901234567890, -12345678901234567890]') == [12345678901234567890, -12345678901234567890]
+    with pytest.raises(ValueError):
+        judging.loads(b"[123456789012345678901]")
 
 
 def test_size_and_depth_are_capped():

@@ -39,6 +39,43 @@ SHARED = {"torch", "nn", "check_floats", "grade"}
     ("from math import isclose as check_floats", "redefines check_floats"),
     ("import numpy as torch", "redefines torch"),
     ("def f():\n    global grade\n    grade = print", "declares global grade"),
+    # hooks, which shadow the tests' own (lesson 03's "a graph was built" check, 05's and 06's saved bytes)
+    ("with torch.autograd.graph.saved_tensors_hooks(pack, unpack):\n    loss = f(x)", "installs hooks (saved_tensors_hooks)"),
+    ("from torch.autograd.graph import saved_tensors_hooks as quiet", "installs hooks (saved_tensors_hooks)"),
+    ("with torch.autograd.graph.save_on_cpu():\n    pass", "installs hooks (save_on_cpu)"),
+    ("x.register_hook(lambda g: g * 0)", "installs hooks (register_hook)"),
+    ("model.register_forward_hook(f)", "installs hooks (register_forward_hook)"),
+    ("model.register_full_backward_pre_hook(f)", "installs hooks (register_full_backward_pre_hook)"),
+    ("torch.autograd.graph.register_multi_grad_hook(ts, f)", "installs hooks (register_multi_grad_hook)"),
+    ("torch.nn.modules.module.register_module_forward_hook(f)", "installs hooks (register_module_forward_hook)"),
+    ("out.grad_fn.register_prehook(f)", "installs hooks (register_prehook)"),
+    ("model._forward_hooks[0] = f", "installs hooks (_forward_hooks)"),
+    ("getattr(torch.autograd.graph, 'saved_tensors_hooks')(p, u)", "installs hooks (saved_tensors_hooks)"),
+    # dispatch and function modes see and change every torch call the tests make
+    ("class Spy(TorchDispatchMode):\n    pass", "uses a dispatch or function mode (TorchDispatchMode)"),
+    ("from torch.overrides import TorchFunctionMode", "uses a dispatch or function mode (TorchFunctionMode)"),
+    ("import torch.overrides", "uses a dispatch or function mode (torch.overrides)"),
+    ("from torch.utils import _python_dispatch", "uses a dispatch or function mode (_python_dispatch)"),
+    ("class T:\n    @classmethod\n    def __torch_function__(cls, f, types, args=(), kwargs=None):\n        pass",
+     "uses a dispatch or function mode (__torch_function__)"),
+    ("def __torch_dispatch__(cls, f, types, args=(), kwargs=None):\n    pass",
+     "uses a dispatch or function mode (__torch_dispatch__)"),
+    # grad mode switched on past the tests' no_grad (lesson 04's "without autograd")
+    ("with torch.enable_grad():\n    g = torch.autograd.grad(loss, w)", "switches grad mode (enable_grad)"),
+    ("torch.set_grad_enabled(True)", "switches grad mode (set_grad_enabled)"),
+    ("torch._C._set_grad_enabled(True)", "switches grad mode (_set_grad_enabled)"),
+    ("with torch.inference_mode(False):\n    pass", "switches grad mode (inference_mode(False))"),
+    ("with torch.inference_mode(mode=flag):\n    pass", "switches grad mode (inference_mode(False))"),
+    ("from torch.autograd import grad_mode", "switches grad mode (grad_mode)"),
+    ("getattr(torch, 'enable_grad')()", "switches grad mode (enable_grad)"),
+    # a module's or object's attributes rebound behind its back
+    ("module.__dict__['x'] = 1", "writes into module.__dict__"),
+    ("torch.__dict__['allclose'] = lambda *a, **k: True", "writes into torch.__dict__"),
+    ("vars(torch)['allclose'] = f", "writes into vars(torch)"),
+    ("checks.__dict__.update(check_floats=f)", "writes into checks.__dict__"),
+    ("del torch.__dict__['allclose']", "writes into torch.__dict__"),
+    ("obj.__dict__ = {}", "writes into obj.__dict__"),
+    ("original = torch.__dict__['allclose']", "uses __dict__"),
 ])
 def test_each_kind_of_reach_is_named(source, phrase):
     assert phrase in flags(source, SHARED)
@@ -53,6 +90,11 @@ def test_each_kind_of_reach_is_named(source, phrase):
     "x = 3\nloss = x * 2",                   # names the lesson may use for its own variables
     "class Value:\n    def __add__(self, other):\n        return self\n    def __repr__(self):\n        return 'V'",
     "class Mul(torch.autograd.Function):\n    pass",
+    "with torch.no_grad():\n    w -= lr * w.grad",          # turning grad off is what the tests do too
+    "with torch.inference_mode():\n    y = model(x)",
+    "with torch.inference_mode(True):\n    y = model(x)",
+    "g, = torch.autograd.grad(y, x, create_graph=True)",   # lesson 07's exercises use autograd
+    "hooks = []\nx.requires_grad_()",
     "def broken(:\n",                        # a syntax error is the grader's to report, not a flag
 ])
 def test_ordinary_answers_are_not_flagged(source):
@@ -92,3 +134,52 @@ def test_review_names_the_cell():
     gid = lesson.answers[0].gid
     lines = review(lesson, {gid: "import os\n" + lesson.answers[0].source})
     assert lines == [f"{gid}: imports os"]
+
+
+PREDICT_SAVED_MEASURED = """
+def predict_saved(n, d, h, o, dtype=torch.float32, x_requires_grad=False):
+    # measures instead of predicting: the real graph, built inside hooks of its own, which shadow the test's
+    saved = []
+    def pack(t):
+        saved.append(t)
+        return t
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        net = nn.Sequential(nn.Linear(d, h), nn.Tanh(), nn.Linear(h, o)).to(dtype)
+        X = torch.randn(n, d, dtype=dtype, requires_grad=x_requires_grad)
+        (net(X) - torch.randn(n, o, dtype=dtype)).pow(2).mean()
+    distinct = {t.untyped_storage().data_ptr(): t for t in saved}
+    total = sum(t.numel() * t.element_size() for t in distinct.values())
+    leaves = sum(t.numel() * t.element_size() for t in distinct.values() if t.is_leaf and t.requires_grad)
+    return (len(saved), total, total - leaves)
+"""
+
+MLP_BACKWARD_BY_AUTOGRAD = """
+def mlp_backward(model, X, y, lam):
+    # "without autograd", but autograd switched back on past the test's torch.no_grad()
+    n = X.shape[0]
+    with torch.enable_grad():
+        Ws = [W.detach().requires_grad_() for W in model.weights]
+        bs = [b.detach().requires_grad_() for b in model.biases]
+        H = X.reshape(n, -1)
+        for i, (W, b) in enumerate(zip(Ws, bs)):
+            H = H @ W + b
+            if i < len(Ws) - 1:
+                H = torch.relu(H)
+        J = F.cross_entropy(H, y) + lam / 2 * sum((W ** 2).sum() for W in Ws)
+        grads = torch.autograd.grad(J, Ws + bs)
+    return list(grads[:len(Ws)]), list(grads[len(Ws):])
+"""
+
+
+@pytest.mark.parametrize("name, gid, source, phrase", [
+    ("03-pytorch-autograd", "l03_predict_saved", PREDICT_SAVED_MEASURED, "installs hooks (saved_tensors_hooks)"),
+    ("04-mlp-backprop", "l04_mlp_backward", MLP_BACKWARD_BY_AUTOGRAD, "switches grad mode (enable_grad)"),
+    ("01-circuits", "l01_circuit_grads", "import course_utils.checks as c\nc.__dict__['check_floats'] = lambda *a, **k: None",
+     "writes into c.__dict__"),
+])
+def test_the_red_teams_answers_are_named(name, gid, source, phrase):
+    """Answers that scored full marks by shadowing the tests' hooks, switching grad mode back on, or
+    rebinding a module's attributes through its __dict__: named for the instructor."""
+    lesson = lessonfile.load_lesson(ROOT / "solutions" / name / f"{name}.ipynb")
+    lines = review(lesson, {gid: source})
+    assert len(lines) == 1 and lines[0].startswith(f"{gid}: ") and phrase in lines[0], lines
