@@ -210,9 +210,10 @@ class Worker:
         cut = self._buffer.index(b"\n")
         line = bytes(self._buffer[:cut])
         del self._buffer[:cut + 1]
+        from course_utils.judging import loads   # (judging imports torch: only once a worker answers)
         try:
-            answer = json.loads(line)
-        except (ValueError, RecursionError):  # invalid, not UTF-8, or nested too deep to parse
+            answer = loads(line)   # no integer literal too long to convert cheaply
+        except (ValueError, RecursionError):  # invalid, not UTF-8, nested too deep, or a huge integer literal
             answer = None
         if type(answer) is not dict:
             self.kill()

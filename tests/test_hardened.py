@@ -266,6 +266,12 @@ for d in ("/run/lock", "/var/lock", "/dev/mqueue", "/dev/shm", "/var/tmp"):
     except OSError:
         pass
 """
+HUGE_SHAPE = """import course_utils.judging as judging
+judging.encode = lambda value, *a, **k: {"$tensor": {"dtype": "float32", "shape": [10 ** 4298] * 3000, "data": []}}
+
+def square_grad(x):
+    return 2 * x
+"""
 OPAQUE_BLOAT = """import course_utils.judging as judging
 encode = judging.encode
 judging.encode = lambda v, *a, **k: [{"$opaque": "T%d" % i} for i in range(100000)] if not a and type(v) is list and len(v) == 4 else encode(v, *a, **k)
@@ -434,11 +440,12 @@ CORPUS = {
                                               ["not an answer"], False),
     "deeply nested JSON file": (b"[" * 100000 + b"]" * 100000, scores(fx_scale_test=0, fx_grad_test=0, fx_count_test=0),
                                 ["nested too deeply"], False),
+    # The grader refuses the 401-digit literal before anything decodes it: the answer that patched
+    # encode loses its points, and the others, run again without it, are judged as they are.
     "observation that overflows the judge's decoding": (dumps(notebook(fx_scale=UNDECODABLE)),
-                                                        scores(fx_scale_test=0, fx_grad_test=0, fx_count_test=0),
-                                                        ["could not read the values"], False),
-    "tensor shape torch cannot unpack": (dumps(notebook(fx_grad=UNPACKABLE_SHAPE)), scores(fx_grad_test=0, fx_count_test=0),
-                                         ["could not read the values"], False),
+                                                        scores(fx_scale_test=0), ["not an answer"], False),
+    "tensor shape torch cannot unpack": (dumps(notebook(fx_grad=UNPACKABLE_SHAPE)), scores(fx_grad_test=0),
+                                         ["not an answer"], False),   # refused by the grader, as the entry above
     "hidden test text as the digits of a huge int": (dumps(notebook(fx_count=BIGINT_LEAK)), scores(fx_count_test=0),
                                                      ["int too large"], False),
     "hidden test text in strings the judge quotes": (dumps(notebook(fx_count=STRINGS_IN_A_REPR)), scores(fx_count_test=0),
@@ -449,6 +456,8 @@ CORPUS = {
     "nbformat 3 worksheets without a list of cells": (b'{"worksheets": [{"cells": 5}], "nbformat": 3}',
                                                       scores(fx_scale_test=0, fx_grad_test=0, fx_count_test=0),
                                                       ["missing from the submission"], False),
+    "tensor shape of thousands of 4,299-digit integers": (dumps(notebook(fx_grad=HUGE_SHAPE)), scores(fx_grad_test=0),
+                                                          ["not an answer"], False),
     "leaves a System V shared memory segment": (dumps(notebook(fx_scale=SYSV_LEAK)), FULL, [], True),
     "writes into world-writable host folders": (dumps(notebook(fx_scale=RUN_LOCK)), FULL, [], True),
     "runs the solutions of a checkout outside the course": (_other_checkout,
@@ -539,6 +548,7 @@ REVIEWED = {
     "hidden test text as the digits of a huge int": "imports linecache",
     "hidden test text in strings the judge quotes": "imports linecache",
     "fills the reference with opaque type names": "imports course_utils.judging",
+    "tensor shape of thousands of 4,299-digit integers": "imports course_utils.judging",
     "leaves a System V shared memory segment": "imports ctypes",
     "writes into world-writable host folders": "imports os",
     "runs the solutions of a checkout outside the course": "calls exec",
