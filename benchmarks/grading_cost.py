@@ -17,11 +17,9 @@ import argparse
 import os
 import platform
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
-from contextlib import contextmanager
 from pathlib import Path
 
 import nbformat
@@ -65,19 +63,6 @@ def lesson_costs(name: str) -> tuple[float, float, float, float]:
     if result.score != result.points:
         raise RuntimeError(f"{name}: the solution scored {result.score}/{result.points}: {result.outcomes}")
     return plain, ref_seconds, one, one / plain
-
-
-@contextmanager
-def oversubscribed(per_core: int):
-    """per_core busy processes per core, each in a session of its own, for as long as the block runs."""
-    hogs = [subprocess.Popen(["sh", "-c", "while :; do :; done"], start_new_session=True)
-            for _ in range(per_core * (os.cpu_count() or 1))]
-    try:
-        yield
-    finally:
-        for hog in hogs:
-            hog.kill()
-            hog.wait()
 
 
 def class_cost(name: str, students: int, jobs: int) -> tuple[float, float, dict, float]:
@@ -126,7 +111,7 @@ def main() -> int:
         print(f"{'whole course':<28}{sums[0]:>14.1f}{sums[1]:>15.1f}{sums[2]:>15.1f}{sums[2] / sums[0]:>8.2f}")
     runs = [("quiet", 0)] + ([(f"{args.oversubscribe}x oversubscribed", args.oversubscribe)] if args.oversubscribe else [])
     for label, per_core in runs:
-        with oversubscribed(per_core):
+        with grading.oversubscribed(per_core):
             total, each, scores, load = class_cost(args.class_lesson, args.students, args.jobs)
         print(f"# {args.students} submissions of {args.class_lesson}, {args.jobs} at a time, {label} (load average "
               f"{load:.0f} at the end): {total:.1f} s in all (reference run included), {each:.1f} s per submission; "

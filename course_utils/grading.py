@@ -9,6 +9,8 @@ touches the course's own gradebook.
     submit(course, "alice", "01-circuits", solved(course, "01-circuits"))
     autograde(course, "01-circuits")
     scores(course, "01-circuits")          # {"alice": (10.0, 10.0)}
+
+oversubscribed(24) makes the machine as busy as a shared one can be, to grade beside it.
 """
 
 import os
@@ -16,6 +18,7 @@ import re
 import shutil
 import subprocess
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 import nbformat
@@ -173,3 +176,19 @@ def feedback(course: Path, name: str) -> dict[str, str]:
     """Run `nbgrader generate_feedback NAME --force`; {student: the feedback HTML}."""
     nbgrader("generate_feedback", name, "--force", cwd=course)
     return {p.parent.parent.name: p.read_text() for p in Path(course).glob(f"feedback/*/{name}/{name}.html")}
+
+
+@contextmanager
+def oversubscribed(per_core: int):
+    """per_core busy processes per core for as long as the block runs, each in a session of its own,
+    as other users' work is (with autogroup scheduling, one session's processes would share one
+    CPU weight): the load average climbs to about per_core * cores."""
+    hogs = [subprocess.Popen(["sh", "-c", "while :; do :; done"], start_new_session=True)
+            for _ in range(per_core * (os.cpu_count() or 1))]
+    try:
+        yield
+    finally:
+        for hog in hogs:
+            hog.kill()
+        for hog in hogs:
+            hog.wait()

@@ -9,31 +9,15 @@ what the same submission scores on a quiet machine (tests/test_hardened.py's cor
 may be left "not graded".
 """
 
-import os
-import subprocess
-from contextlib import contextmanager
-
 import pytest
 
 from course_utils import gradefolder
+from course_utils.grading import oversubscribed
 from test_hardened import CORPUS, FIXTURE, LIMITS, dumps, notebook
 
 pytestmark = pytest.mark.slow
 
 QUIET = {name: CORPUS[name][1] for name in ("solved", "wrong answer", "untouched")}
-
-
-@contextmanager
-def oversubscribed(per_core: int = 24):
-    hogs = [subprocess.Popen(["sh", "-c", "while :; do :; done"], start_new_session=True)
-            for _ in range(per_core * (os.cpu_count() or 1))]
-    try:
-        yield
-    finally:
-        for hog in hogs:
-            hog.kill()
-        for hog in hogs:
-            hog.wait()
 
 
 def _grade(tmp_path, submissions: dict[str, bytes]):
@@ -53,7 +37,7 @@ def _check(result, expected):
 
 
 def test_a_class_on_an_oversubscribed_machine_scores_what_it_scores_on_a_quiet_one(tmp_path):
-    with oversubscribed():
+    with oversubscribed(24):
         results = _grade(tmp_path, {name.replace(" ", "-"): CORPUS[name][0] for name in QUIET})
     for name, expected in QUIET.items():
         _check(results[name.replace(" ", "-")], expected)
