@@ -143,6 +143,17 @@ class Cgroup:
         except (OSError, ValueError, StopIteration):
             return None
 
+    def file_bytes(self) -> int | None:
+        """Page cache of files (not tmpfs) charged to it: what its processes read that nobody had cached."""
+        for d in self.dirs:
+            try:
+                stat = dict(line.split() for line in (d / "memory.stat").read_text().splitlines())
+            except (OSError, ValueError):
+                continue
+            cache = stat.get("cache", stat.get("file"))
+            return int(cache) - int(stat.get("shmem", 0)) if cache is not None else None
+        return None
+
     def threads(self) -> list[int] | None:
         """The thread ids of every process in it now, or None where unknown."""
         try:

@@ -27,7 +27,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from course_utils import feedback
+from course_utils import feedback, pagecache
 from course_utils.judging import raised_name
 from course_utils.lessonfile import STUB, Cell, Lesson, learner_version, load_lesson
 from course_utils.peakmemory import measures_memory
@@ -39,15 +39,19 @@ from course_utils.workerclock import BACKSTOP
 # The reference run
 
 class Reference:
-    """The instructor's notebook run once in a trusted worker; it judges learners' observations.
-    The peak memory of each test cell's probe is kept from its first run: a reference started again
-    later (after a learner's answer killed it) judges against those, not against peaks measured
-    in whatever state the machine is in then."""
+    """The instructor's notebook run in a trusted worker; it judges learners' observations.
+
+    The peak memory of each test cell's probe is measured once, in a known state: after its first
+    run the shared files' page cache is pinned (course_utils.pagecache), and if that run had to read
+    files nobody had cached (COLD_BYTES, charged to its peaks), it runs again, warm, and keeps that
+    run's peaks. A reference started again later (after a learner's answer killed it) judges against
+    those, not against peaks measured in whatever state the machine is in then."""
 
     def __init__(self, lesson: Lesson, limits: Limits):
         self.lesson = lesson
         self.limits = limits
         self.peaks: dict[str, int | None] = {}
+        self.pin = None   # pagecache.Pin, made after the first run; kept through restarts, ended by close()
         self._lock = threading.Lock()
         self._start()
 
@@ -55,9 +59,16 @@ class Reference:
         """Run the instructor's notebook; a run the machine held up is tried again (RETRIES)."""
         for _ in range(1 + RETRIES):
             try:
-                return self._run()
+                self._run()
+                if self.pin is None:
+                    self.pin = pagecache.pin_environment(self.worker.proc.pid)
+                    if (self.worker.file_bytes() or 0) > COLD_BYTES:   # its peaks counted a cold page cache
+                        self.worker.kill()
+                        self.peaks.clear()
+                        self._run()
+                return
             except Overloaded as e:
-                self.close()
+                self.worker.kill()
                 why = e
         raise RuntimeError(f"{self.lesson.path}: {OVERLOADED}: the reference run could not finish ({why})")
 
@@ -74,11 +85,11 @@ class Reference:
             except WorkerDied as e:
                 raise RuntimeError(f"{lesson.path}: the reference run failed in cell {i} ({cell.gid or 'lesson'}): {e}") from None
             if answer.get("setup_error"):
-                self.close()
+                self.worker.kill()
                 raise RuntimeError(f"{lesson.path}: cell {i} ({cell.gid or 'lesson cell'}) failed in the reference run: "
                                    f"{answer['setup_error']}")
             if cell.kind == "test" and answer.get("obs") is None:
-                self.close()
+                self.worker.kill()
                 raise RuntimeError(f"{lesson.path}: test cell {cell.gid} never called grade(probe, expect, judge), so "
                                    f"it cannot be judged outside the learner's process (see course_utils/judging.py)")
             if cell.kind == "test":
@@ -100,7 +111,7 @@ class Reference:
                                            "reference_peak": self.peaks.get(gid)},
                                           timeout=self.limits.cell_seconds)
             except WorkerDied as e:
-                self.close()
+                self.worker.kill()
                 try:
                     self._start()
                 except RuntimeError:
@@ -109,7 +120,10 @@ class Reference:
         return bool(answer.get("ok")), str(answer.get("message", ""))
 
     def close(self) -> None:
+        """End it: the worker, and the page-cache pin."""
         self.worker.kill()
+        if self.pin is not None:
+            self.pin.close()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -117,6 +131,7 @@ class Reference:
 
 OVERLOADED = "not graded: the grading machine was overloaded, grade again"
 RETRIES = 2   # further tries, from a fresh worker, for what the machine (not the learner's code) kept from finishing
+COLD_BYTES = 16 * 2 ** 20   # files read into the page cache by the reference's first run that make it run again
 
 
 @dataclass

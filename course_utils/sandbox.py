@@ -230,6 +230,11 @@ class Worker:
         reset_peak(), measured by the kernel; None where there is no memory cgroup (not root)."""
         return self.peak.read() if self.peak is not None else None
 
+    def file_bytes(self) -> int | None:
+        """Page cache its processes brought in by reading files nobody had cached (charged to its
+        cgroup); None without a memory cgroup."""
+        return self._cgroup.file_bytes() if self._cgroup is not None else None
+
     def _death_reason(self) -> str:
         code = self.proc.poll() if self.proc else None
         if code is None:

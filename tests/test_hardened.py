@@ -765,7 +765,7 @@ def test_a_restarted_reference_judges_against_the_first_runs_peaks(monkeypatch):
     try:
         first = {gid: 10 ** 9 + i for i, gid in enumerate(reference.peaks)}   # as if measured then
         reference.peaks.update(first)
-        reference.close()                                                     # killed: judge() starts it again
+        reference.worker.kill()                                               # killed: judge() starts it again
         sent = []
         send = hardened.Worker.send
         monkeypatch.setattr(hardened.Worker, "send", lambda self, command, timeout: sent.append(command) or send(self, command, timeout))
@@ -785,3 +785,21 @@ def test_the_judge_compares_with_the_reference_peak_it_is_given():
     assert cellrunner.judge(session, "g", 1, peak=500, reference_peak=222)["ok"]
     assert cellrunner.judge(session, "g", 1, peak=500)["ok"]
     assert seen == [(500, 222), (500, 111)], "the grader's kept peak wins; the worker's own is the fallback"
+
+
+def test_the_references_peaks_do_not_depend_on_a_cold_page_cache():
+    """A reference started just after the page cache was emptied (by a neighbour, by the machine)
+    would count the files it reads in its peaks and judge leniently; it runs again, warm."""
+    from course_utils.peakmemory import measures_memory
+    if not measures_memory():
+        pytest.skip("needs the kernel's memory measurement: root, a memory cgroup")
+    lesson = lessonfile.load_lesson(FIXTURE)
+    warm = hardened.Reference(lesson, LIMITS)
+    warm.close()
+    subprocess.run(["sync"], check=True)
+    Path("/proc/sys/vm/drop_caches").write_text("3")
+    cold = hardened.Reference(lesson, LIMITS)
+    cold.close()
+    for gid, peak in warm.peaks.items():
+        assert abs(cold.peaks[gid] - peak) < 8 * 2 ** 20, \
+            f"{gid}: {cold.peaks[gid] / 2 ** 20:.0f} MB after the cache was emptied, {peak / 2 ** 20:.0f} MB warm"
