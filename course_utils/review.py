@@ -22,7 +22,9 @@ tells an instructor which submissions to open and read. An answer is flagged whe
 - switches grad mode on (torch.enable_grad, torch.set_grad_enabled, torch.inference_mode(False),
   torch.autograd.grad_mode): the tests of exercises "without autograd" run them under no_grad;
 - writes into a module's or an object's __dict__ (m.__dict__["f"] = ..., vars(m)[...] = ...,
-  m.__dict__.update(...)), or reads it.
+  m.__dict__.update(...)), or reads it;
+- uses torch's private API (torch._C, torch.autograd.profiler._disable_profiler, ...): what can turn
+  off the tests' own instruments (lesson 04's profiler, record_function events) from inside.
 
     >>> flags("import os\\ndef f(x):\\n    return eval(x)")
     ['calls eval', 'imports os']
@@ -138,7 +140,7 @@ def _flags(tree: ast.Module, lesson_names: set[str], own_names: set[str]) -> lis
                 found.add(f"writes into {_shown(func.value)}")
             if _name(func) == "inference_mode" and _turns_off(node):
                 found.add("switches grad mode (inference_mode(False))")
-        found |= _steering(node)
+        found |= _steering(node) | _private_torch(node)
     for name in _top_level_names(tree) & (lesson_names - own_names):
         found.add(f"redefines {name}")
     return sorted(found)
@@ -186,6 +188,26 @@ def _steering(node) -> set[str]:
         if any(module == m or module.startswith(m + ".") for m in MODE_MODULES):
             found.add(f"uses a dispatch or function mode ({next(m for m in MODE_MODULES if module.startswith(m))})")
     return found
+
+
+def _private_torch(node) -> set[str]:
+    """A flag where node names a private part of torch (a dotted name from torch with a part that
+    starts with one underscore: torch._C, profiler._disable_profiler)."""
+    if isinstance(node, ast.Attribute):
+        names = [ast.unparse(node)]
+    elif isinstance(node, ast.Import):
+        names = [a.name for a in node.names]
+    elif isinstance(node, ast.ImportFrom) and node.module:
+        names = [f"{node.module}.{a.name}" for a in node.names]
+    else:
+        return set()
+    for name in names:
+        parts = name.split(".")
+        if parts[0] == "torch" and all(p.isidentifier() for p in parts):
+            private = next((p for p in parts[1:] if p.startswith("_") and not p.startswith("__")), None)
+            if private is not None:
+                return {f"uses torch's private API ({'.'.join(parts[:parts.index(private) + 1])})"}
+    return set()
 
 
 def _shown(node, limit: int = 60) -> str:

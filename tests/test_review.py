@@ -15,6 +15,10 @@ SHARED = {"torch", "nn", "check_floats", "grade"}
 
 @pytest.mark.parametrize("source, phrase", [
     ("import os\nos._exit(0)", "imports os"),
+    ("torch._C._autograd._enable_record_function(False)", "uses torch's private API (torch._C)"),
+    ("torch.autograd.profiler._disable_profiler()", "uses torch's private API (torch.autograd.profiler._disable_profiler)"),
+    ("from torch._C import _set_grad_enabled", "uses torch's private API (torch._C)"),
+    ("import torch._dynamo", "uses torch's private API (torch._dynamo)"),
     ("import subprocess as sp", "imports subprocess"),
     ("from IPython import get_ipython", "imports IPython"),
     ("from course_utils import checks", "imports course_utils.checks"),
