@@ -31,7 +31,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from dataclasses import dataclass
 
 from course_utils.cgroups import Cgroup
