@@ -199,7 +199,7 @@ def stub_grading(monkeypatch, grade=None):
 
     monkeypatch.setattr(hardened, "Reference", StubReference)
     monkeypatch.setattr(gradefolder, "grade_answers", grade_answers)
-    monkeypatch.setattr(gradefolder, "isolation_warning", lambda: None)
+    monkeypatch.setattr(gradefolder, "check_sandbox", lambda limits: None)
     return calls
 
 
