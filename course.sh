@@ -107,8 +107,8 @@ case "$cmd" in
            exec jupyter lab --ServerApp.root_dir="$lab_root" "${root_flag[@]}" "$@" ;;
   test)    setup; ensure_browser; exec python -m pytest "$@" ;;
   doctor)  ensure_venv; exec python -m course_utils.doctor ;;
-  release) setup; exec python -m course_utils.release "$@" ;;
+  release) setup; exec python -m course_utils.authoring.release "$@" ;;
   bench)   setup; exec python benchmarks/notebook_times.py "$@" ;;
-  grade)   setup; cd "$CALLER_DIR"; exec python -m course_utils.gradefolder --course "$ROOT" "$@" ;;
+  grade)   setup; cd "$CALLER_DIR"; exec python -m course_utils.grader.gradefolder --course "$ROOT" "$@" ;;
   *)       sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; [ "$cmd" = help ] ;;
 esac

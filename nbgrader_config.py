@@ -32,14 +32,14 @@ c.ClearSolutions.code_stub = {
 c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
 
 # Grading runs learners' code, so `nbgrader autograde` does not run it in nbgrader's own kernel:
-# course_utils.autograde.HardenedExecute takes the place of nbgrader's Execute step. It runs the
+# course_utils.grader.preprocessors.HardenedExecute takes the place of nbgrader's Execute step. It runs the
 # learner's answer cells in a sandbox (no network, a read-only file system of its own without this
-# folder; its own user when grading as root; resource limits always; see course_utils.isolation),
+# folder; its own user when grading as root; resource limits always; see course_utils.grader.sandbox),
 # with a time limit per cell and per notebook, and
 # decides each test cell outside the sandbox: the hidden tests' expected values are computed from
 # solutions/ in a separate process and never reach the learner's code. Outcomes become the test
 # cells' outputs, which nbgrader scores as usual (an error output = no points).
-from course_utils.autograde import (HardenedExecute, HideTestsInFeedback, SanitizeSubmission, SaveReasons,  # noqa: E402
+from course_utils.grader.preprocessors import (HardenedExecute, HideTestsInFeedback, SanitizeSubmission, SaveReasons,  # noqa: E402
                                     SubmissionExporter)
 from nbconvert.preprocessors import ClearMetadataPreprocessor  # noqa: E402
 from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata,  # noqa: E402
@@ -56,7 +56,7 @@ c.Autograde.sanitize_preprocessors = [SanitizeSubmission, ClearOutput, Deduplica
 c.Autograde.autograde_preprocessors = [HardenedExecute, IgnorePattern, ClearMetadataPreprocessor, LimitOutput,
                                        SaveAutoGrades, SaveReasons, AssignLatePenalties, CheckCellMetadata]
 # Time limits count the learner's code's own time, not the wall clock of a busy machine (see
-# course_utils.sandbox.Limits, which holds the defaults: 60 s per cell, 600 s per notebook). Where the
+# course_utils.grader.worker.Limits, which holds the defaults: 60 s per cell, 600 s per notebook). Where the
 # machine cannot give the sandbox, grading stops; to accept resource limits only there:
 # c.HardenedExecute.sandbox = "optional"
 # Feedback shows each test's outcome, never the hidden tests' code.

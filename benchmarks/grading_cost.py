@@ -7,10 +7,10 @@ For each lesson: the plain run (the solution notebook top to bottom in a fresh J
 NBGRADER_EXECUTION=autograde, as nbgrader's own Execute runs a submission), the reference run (once per lesson and grading
 session: the instructor's notebook in the trusted worker) and the grading of one solved submission
 (sandboxed worker + judging), with the ratio grading / plain run (goal: under 1.5). Then a folder of
-N submissions of one lesson graded with `jobs` parallel sandboxes (course_utils.gradefolder.grade_folder),
+N submissions of one lesson graded with `jobs` parallel sandboxes (course_utils.grader.gradefolder.grade_folder),
 on a quiet machine and, with --oversubscribe K, again while K busy processes per core (each in a
 session of its own, as other users' work is) compete for the CPU: the time per submission grows, the
-scores must not change (the grader counts each submission's own time, course_utils.workerclock).
+scores must not change (the grader counts each submission's own time, course_utils.grader.workerclock).
 """
 
 import argparse
@@ -28,15 +28,16 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from notebook_times import run_time  # noqa: E402
 
-from course_utils import grading, gradefolder, hardened, lessonfile  # noqa: E402
-from course_utils.isolation import isolation  # noqa: E402
-from course_utils.sandbox import Limits  # noqa: E402
+from course_utils.authoring import nbgrader_cli
+from course_utils.grader import gradefolder, grade, lessonfile  # noqa: E402
+from course_utils.grader.capabilities import isolation  # noqa: E402
+from course_utils.grader.worker import Limits  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def lesson_costs(name: str) -> tuple[float, float, float, float]:
-    source = grading.notebook_path(ROOT, "solutions", name)
+    source = nbgrader_cli.notebook_path(ROOT, "solutions", name)
     tmp = Path(tempfile.mkdtemp(prefix="course-bench-"))
     try:
         shutil.copy(source, tmp)
@@ -51,12 +52,12 @@ def lesson_costs(name: str) -> tuple[float, float, float, float]:
         shutil.rmtree(tmp, ignore_errors=True)
     lesson = lessonfile.load_lesson(source)
     start = time.perf_counter()
-    reference = hardened.Reference(lesson, Limits())
+    reference = grade.Reference(lesson, Limits())
     ref_seconds = time.perf_counter() - start
     try:
         answers = {c.gid: c.source for c in lesson.answers}
         start = time.perf_counter()
-        result = hardened.grade_answers(lesson, reference, answers, student="bench")
+        result = grade.grade_answers(lesson, reference, answers, student="bench")
         one = time.perf_counter() - start
     finally:
         reference.close()
@@ -67,7 +68,7 @@ def lesson_costs(name: str) -> tuple[float, float, float, float]:
 
 def class_cost(name: str, students: int, jobs: int) -> tuple[float, float, dict, float]:
     """Grade `students` copies of the solution: (seconds in all, per submission, {score: count}, load average)."""
-    source = grading.notebook_path(ROOT, "solutions", name)
+    source = nbgrader_cli.notebook_path(ROOT, "solutions", name)
     tmp = Path(tempfile.mkdtemp(prefix="course-bench-class-"))
     try:
         nb = nbformat.read(source, as_version=4)
@@ -101,7 +102,7 @@ def main() -> int:
     print(f"# {platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}, "
           f"sandbox: {isolation()}")
     if not args.class_only:
-        names = args.lessons or grading.lessons(ROOT, graded=True)
+        names = args.lessons or nbgrader_cli.lessons(ROOT, graded=True)
         print(f"{'lesson':<28}{'plain run (s)':>14}{'reference (s)':>15}{'grade one (s)':>15}{'ratio':>8}")
         sums = [0.0, 0.0, 0.0]
         for name in names:
@@ -111,7 +112,7 @@ def main() -> int:
         print(f"{'whole course':<28}{sums[0]:>14.1f}{sums[1]:>15.1f}{sums[2]:>15.1f}{sums[2] / sums[0]:>8.2f}")
     runs = [("quiet", 0)] + ([(f"{args.oversubscribe}x oversubscribed", args.oversubscribe)] if args.oversubscribe else [])
     for label, per_core in runs:
-        with grading.oversubscribed(per_core):
+        with nbgrader_cli.oversubscribed(per_core):
             total, each, scores, load = class_cost(args.class_lesson, args.students, args.jobs)
         print(f"# {args.students} submissions of {args.class_lesson}, {args.jobs} at a time, {label} (load average "
               f"{load:.0f} at the end): {total:.1f} s in all (reference run included), {each:.1f} s per submission; "

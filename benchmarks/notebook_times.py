@@ -20,7 +20,7 @@ import nbformat
 import torch
 from nbclient import NotebookClient
 
-from course_utils import grading
+from course_utils.authoring import nbgrader_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -35,11 +35,11 @@ def run_time(path: Path) -> float:
 
 def autograde_time(course: Path, name: str) -> float:
     """Seconds `nbgrader autograde` takes for one solved submission of lesson `name`."""
-    grading.submit(course, "bench", name, grading.solved(course, name))
+    nbgrader_cli.submit(course, "bench", name, nbgrader_cli.solved(course, name))
     start = time.perf_counter()
-    grading.autograde(course, name)
+    nbgrader_cli.autograde(course, name)
     seconds = time.perf_counter() - start
-    score, total = grading.scores(course, name)["bench"]
+    score, total = nbgrader_cli.scores(course, name)["bench"]
     if score != total:
         raise RuntimeError(f"{name}: the solved submission scored {score}/{total}")
     return seconds
@@ -48,16 +48,16 @@ def autograde_time(course: Path, name: str) -> float:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("lessons", nargs="*", help="lesson ids (default: all)")
-    names = parser.parse_args().lessons or grading.lessons(ROOT)
+    names = parser.parse_args().lessons or nbgrader_cli.lessons(ROOT)
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU"
     print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}, {gpu}")
     print(f"{'lesson':<28}{'notebook (s)':>14}{'autograde (s)':>15}")
     tmp = Path(tempfile.mkdtemp(prefix="course-bench-"))
     try:
-        course = grading.scratch_course(ROOT, tmp / "course", names)
+        course = nbgrader_cli.scratch_course(ROOT, tmp / "course", names)
         totals = [0.0, 0.0]
         for name in names:
-            run = run_time(grading.notebook_path(course, "solutions", name))
+            run = run_time(nbgrader_cli.notebook_path(course, "solutions", name))
             grade = autograde_time(course, name)
             totals[0] += run
             totals[1] += grade

@@ -12,14 +12,14 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from course_utils import grading
+from course_utils.authoring import nbgrader_cli
 
 ROOT = Path(__file__).resolve().parent.parent
-LESSONS = grading.lessons(ROOT, graded=True)  # 00-start-here: tests/test_start_here.py
+LESSONS = nbgrader_cli.lessons(ROOT, graded=True)  # 00-start-here: tests/test_start_here.py
 
 
 def load(name):
-    return nbformat.read(grading.notebook_path(ROOT, "solutions", name), as_version=4)
+    return nbformat.read(nbgrader_cli.notebook_path(ROOT, "solutions", name), as_version=4)
 
 
 def meta(cell):
@@ -79,10 +79,10 @@ def test_some_outputs_are_compared_by_nbval(name):
 @pytest.mark.parametrize("name", LESSONS)
 def test_hidden_tests_are_judged_outside_the_learners_process(name):
     """Every test cell's hidden part is probe / ### BEGIN EXPECTED (expect, judge) ### END EXPECTED /
-    grade(probe, expect, judge), so course_utils.hardened can decide it outside the sandbox."""
-    from course_utils import lessonfile
-
-    lesson = lessonfile.load_lesson(grading.notebook_path(ROOT, "solutions", name))
+    grade(probe, expect, judge), so course_utils.grader.grade can decide it outside the sandbox."""
+    from course_utils.grader import lessonfile
+    
+    lesson = lessonfile.load_lesson(nbgrader_cli.notebook_path(ROOT, "solutions", name))
     for test in lesson.tests:
         hidden = "\n".join(test.hidden)
         assert "def probe(" in hidden, f"{test.gid}: the hidden tests define no probe()"

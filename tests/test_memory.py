@@ -24,7 +24,7 @@ def test_activation_bytes_match_the_graph_report_and_the_shapes():
 def test_a_storage_saved_twice_counts_once():
     x = torch.randn(100, requires_grad=True)
     with SavedTensors() as saved:
-        y = (x * x).sum()  # mul saves x as self and as other
+        (x * x).sum()  # mul saves x as self and as other
     assert len(saved.saved) == 1 and saved.total_bytes == 400
 
 

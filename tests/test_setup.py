@@ -28,7 +28,7 @@ def test_import_has_no_side_effects():
     code = (
         "import torch, numpy, warnings, random; before = list(warnings.filters); state = random.getstate();"
         "import course_utils, course_utils.devices, course_utils.models, course_utils.graph,"
-        " course_utils.checks, course_utils.circuits, course_utils.grading,"
+        " course_utils.checks, course_utils.circuits, course_utils.authoring.nbgrader_cli,"
         " course_utils.memory, course_utils.data, course_utils.doctor, course_utils.progress;"
         "assert warnings.filters == before, 'warning filters changed on import';"
         "assert random.getstate() == state, 'random state changed on import'"

@@ -8,7 +8,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from course_utils import grading
+from course_utils.authoring import nbgrader_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 NAME = "00-start-here"
@@ -16,7 +16,7 @@ pytestmark = pytest.mark.skipif(not (ROOT / "solutions" / NAME).is_dir(), reason
 
 
 def load(folder="solutions"):
-    return nbformat.read(grading.notebook_path(ROOT, folder, NAME), as_version=4)
+    return nbformat.read(nbgrader_cli.notebook_path(ROOT, folder, NAME), as_version=4)
 
 
 def test_it_checks_the_set_up_and_has_no_exercises():
@@ -31,14 +31,14 @@ def test_it_checks_the_set_up_and_has_no_exercises():
 def test_it_explains_validate_and_links_to_every_lesson():
     text = "\n".join(c.source for c in load().cells if c.cell_type == "markdown")
     assert "Validate" in text and "Exercise not attempted yet" in text
-    for name in grading.lessons(ROOT):
+    for name in nbgrader_cli.lessons(ROOT):
         if name != NAME:
             assert f"../{name}/{name}.ipynb" in text, f"the start-here page does not link to {name}"
     assert re.search(r"\*\*Next:\*\* \[Lesson 01[^\]]*\]\(\.\./01-circuits/01-circuits\.ipynb\)", load().cells[-1].source)
 
 
 def test_it_is_released_for_learners():
-    assert grading.notebook_path(ROOT, "notebooks", NAME).exists(), f"run `bash course.sh release {NAME}`"
+    assert nbgrader_cli.notebook_path(ROOT, "notebooks", NAME).exists(), f"run `bash course.sh release {NAME}`"
     released = load("notebooks")
     assert [c.source for c in released.cells] == [c.source for c in load().cells]
 

@@ -19,9 +19,9 @@ import pytest
 
 from browser_lab import (CHROMIUM_FLAGS, DOCS, DOCS_SHOTS, ROOT, SHOTS, Lane, LessonRun, copy_course, drag_first_slider,
                          find_chromium, first_cell, optimise_png, start_lab, stop_lab)
-from course_utils import grading
+from course_utils.authoring import nbgrader_cli
 
-LESSONS = grading.lessons(ROOT)
+LESSONS = nbgrader_cli.lessons(ROOT)
 
 
 @pytest.fixture(scope="session")

@@ -17,14 +17,14 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from course_utils import grading
+from course_utils.authoring import nbgrader_cli
 
 from browser_lab import Lane, start_lab, stop_lab
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
-LESSONS = grading.lessons(ROOT)
+LESSONS = nbgrader_cli.lessons(ROOT)
 INSTRUCTOR_COMMANDS = ["nbgrader:open-create-assignment", "nbgrader:open-formgrader", "nbgrader:open-course-list"]
 INSTRUCTOR_PLUGINS = ["@jupyter/nbgrader:create-assignment", "@jupyter/nbgrader:formgrader",
                       "@jupyter/nbgrader:course-list", "@jupyter/nbgrader:menu"]
@@ -34,7 +34,7 @@ VALIDATE_TIMEOUT_S = 240
 
 def exercises(name: str) -> dict[str, list[str]]:
     """{grade_id: names of the functions and classes the exercise's solution cell defines}."""
-    nb = nbformat.read(grading.notebook_path(ROOT, "solutions", name), as_version=4)
+    nb = nbformat.read(nbgrader_cli.notebook_path(ROOT, "solutions", name), as_version=4)
     return {c.metadata.nbgrader["grade_id"]: re.findall(r"^(?:def|class)\s+(\w+)", c.source, flags=re.M)
             for c in nb.cells if c.metadata.get("nbgrader", {}).get("solution")}
 
@@ -139,7 +139,7 @@ def test_validate_a_solved_notebook_reports_success(lanes, lab, validated_lesson
     # the student notebook with every exercise filled in as a learner who solved it would
     path = lab.root / "solved" / name / f"{name}.ipynb"
     path.parent.mkdir(parents=True, exist_ok=True)
-    nbformat.write(grading.solved(lab.root, name), path)
+    nbformat.write(nbgrader_cli.solved(lab.root, name), path)
     kind, text = press_validate(lanes[0], f"solved/{name}/{name}.ipynb", f"{name}-validate-solved.png")
     assert "validation-success" in kind, f"Validate on a solved {name} did not report success:\n{text[:3000]}"
     assert "Success! Your notebook passes all the tests." in text

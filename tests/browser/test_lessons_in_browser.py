@@ -1,6 +1,6 @@
 """Every lesson in JupyterLab 4 in Chromium, run the way a learner runs it, and what it shows.
 
-For each lesson (course_utils.grading.lessons) the solution notebook and the student notebook run
+For each lesson (course_utils.authoring.nbgrader_cli.lessons) the solution notebook and the student notebook run
 at the same time in two pages of one browser (conftest.py: lesson_runs):
 
 - the solution notebook: Run > Run All Cells. It must run to the end with no traceback.
@@ -23,18 +23,18 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from course_utils import grading
+from course_utils.authoring import nbgrader_cli
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
-LESSONS = grading.lessons(ROOT)
+LESSONS = nbgrader_cli.lessons(ROOT)
 NOT_ATTEMPTED = "Exercise not attempted yet"
 LONG_CELL_S = 20  # a cell running longer than this must show progress (course_utils.progress)
 
 
 def committed(name: str) -> nbformat.NotebookNode:
-    return nbformat.read(grading.notebook_path(ROOT, "solutions", name), as_version=4)
+    return nbformat.read(nbgrader_cli.notebook_path(ROOT, "solutions", name), as_version=4)
 
 
 def committed_outputs(name: str, mime: str) -> int:

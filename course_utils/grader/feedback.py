@@ -126,7 +126,7 @@ def _significant(mantissa: str, keep: int) -> str:
 
 
 def page(result) -> str:
-    """A learner's feedback page (a course_utils.hardened.Result): the score of each test and what
+    """A learner's feedback page (a course_utils.grader.grade.Result): the score of each test and what
     was wrong, no test code."""
     def text(value) -> str:
         return html.escape(safe_text(value))

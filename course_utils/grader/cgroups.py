@@ -9,15 +9,14 @@ cgroup v2 (one directory) or v1 (one directory per controller: memory, pids, cpu
 worker's cgroup has the same CPU weight (shares) and a quota of `cpus` cores, so a submission that
 starts many busy processes gets no more CPU than one that starts none, and its neighbours keep their
 share. A machine without a CPU controller still gets the memory and process cgroup (cpu is then
-False, and course_utils.isolation's warning says so). Names start with
+False, and course_utils.grader.sandbox's warning says so). Names start with
 "course-" and hold the grading process's pid, and get a random suffix, so a reused pid never meets a
 directory left behind; the first Cgroup of a process removes the empty ones of graders that are gone
 (killed before they could clean up). On v1 the memory controller also counts
 socket buffers (memory.kmem.tcp.*), capped at TCP_BYTES: otherwise data parked in loopback sockets
-would be memory the kernel's peak does not see (course_utils.peakmemory).
+would be memory the kernel's peak does not see (course_utils.grader.peakmemory).
 """
 
-import functools
 import os
 import re
 import signal
@@ -114,7 +113,7 @@ class Cgroup:
 
     def _v1_cpu(self, name: str, cpus: float) -> None:
         """The cpu controller (shares, quota) and cpuacct (usage), one folder or two; without them the
-        worker is still measured by its threads (course_utils.workerclock), only not given a share."""
+        worker is still measured by its threads (course_utils.grader.workerclock), only not given a share."""
         cpu, acct = BASE / "cpu", BASE / "cpuacct"
         try:
             made = []
@@ -200,13 +199,3 @@ def _write_all(d: Path, values: dict) -> bool:
         return True
     except OSError:
         return False
-
-
-@functools.lru_cache(maxsize=1)
-def cpu_shares() -> bool:
-    """Whether workers' cgroups get a CPU share and quota of their own here (asked once)."""
-    cgroup = Cgroup(f"course-probe-{os.getpid()}", 2 ** 30, 16, cpus=1)
-    try:
-        return cgroup.cpu
-    finally:
-        cgroup.remove()

@@ -1,4 +1,4 @@
-"""The folder grader (`bash course.sh grade`, course_utils.gradefolder) never loses results.
+"""The folder grader (`bash course.sh grade`, course_utils.grader.gradefolder) never loses results.
 
 Bad input is a one-line error, exit status 2, nothing written; relative paths are the caller's; a
 run merges into an existing grades.csv; an error while grading or writing leaves what was there;
@@ -17,10 +17,10 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from course_utils import gradefolder, hardened, lessonfile
-from course_utils.hardened import OVERLOADED, Outcome, Result
+from course_utils.grader import gradefolder, grade, lessonfile
+from course_utils.grader.grade import OVERLOADED, Outcome, Result
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests" / "fixtures" / "99-fixture" / "99-fixture.ipynb"
 LESSON = lessonfile.load_lesson(FIXTURE)
 HEADER = gradefolder.header(LESSON)
@@ -85,7 +85,7 @@ def assert_one_line_error(proc):
 
 
 def gradefolder_cmd(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "course_utils.gradefolder", *map(str, args)],
+    return subprocess.run([sys.executable, "-m", "course_utils.grader.gradefolder", *map(str, args)],
                           capture_output=True, text=True, timeout=120, cwd=cwd)
 
 
@@ -188,16 +188,16 @@ class StubReference:
         pass
 
 
-def stub_grading(monkeypatch, grade=None):
-    """Grade without sandboxes: every submission full marks unless grade(student, result) changes it."""
+def stub_grading(monkeypatch, change=None):
+    """Grade without sandboxes: every submission full marks unless change(student, result) changes it."""
     calls = []
 
     def grade_answers(lesson, reference, answers, notes=None, student="", limits=None, slot=0):
         calls.append(student)
         result = Result(student, lesson.name, {t.gid: Outcome(t.points, t.points, "") for t in lesson.tests}, list(notes or []))
-        return grade(student, result) if grade else result
+        return change(student, result) if change else result
 
-    monkeypatch.setattr(hardened, "Reference", StubReference)
+    monkeypatch.setattr(grade, "Reference", StubReference)
     monkeypatch.setattr(gradefolder, "grade_answers", grade_answers)
     monkeypatch.setattr(gradefolder, "check_sandbox", lambda limits: None)
     return calls

@@ -1,8 +1,8 @@
-"""course_utils.grading: the parts that need no nbgrader run (the pipeline is tests/test_nbgrader.py)."""
+"""course_utils.authoring.nbgrader_cli: the parts that need no nbgrader run (the pipeline is tests/test_nbgrader.py)."""
 
 import pytest
 
-from course_utils.grading import mutant_rounds
+from course_utils.authoring.nbgrader_cli import mutant_rounds
 
 
 def students(rounds):

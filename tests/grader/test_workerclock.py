@@ -1,4 +1,4 @@
-"""course_utils.workerclock: a worker's own time leaves out the time the machine kept it waiting."""
+"""course_utils.grader.workerclock: a worker's own time leaves out the time the machine kept it waiting."""
 
 import os
 import shutil
@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from course_utils.workerclock import Clock
+from course_utils.grader.workerclock import Clock
 
 pytestmark = pytest.mark.skipif(not os.path.exists(f"/proc/{os.getpid()}/schedstat") or shutil.which("taskset") is None,
                                 reason="needs Linux's /proc/PID/schedstat and util-linux taskset")

@@ -1,10 +1,10 @@
 """Grade a whole folder of submissions without the gradebook: grades.csv and one feedback page each.
 
-    python -m course_utils.gradefolder LESSON FOLDER --out graded/ --jobs 2     (bash course.sh grade ...)
+    python -m course_utils.grader.gradefolder LESSON FOLDER --out graded/ --jobs 2     (bash course.sh grade ...)
 
 FOLDER is nbgrader's layout (FOLDER/STUDENT/LESSON/LESSON.ipynb) or one FOLDER/STUDENT.ipynb per
-learner. Submissions are graded in parallel (course_utils.hardened, one sandbox each) against one
-reference run; grades.csv has a row per learner with the reasons and course_utils.review's flags
+learner. Submissions are graded in parallel (course_utils.grader.grade, one sandbox each) against one
+reference run; grades.csv has a row per learner with the reasons and course_utils.grader.review's flags
 (for the instructor only); feedback/STUDENT/LESSON.html shows scores and messages, no test code.
 
 Results are never lost: bad input (a lesson that does not exist, no submissions in FOLDER, a FOLDER
@@ -29,16 +29,16 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from course_utils import feedback
-from course_utils.lessonfile import MAX_SUBMISSION_BYTES, Lesson, load_lesson, read_answers
-from course_utils.review import review
-from course_utils.isolation import SandboxUnavailable
-from course_utils.sandbox import Limits, check_sandbox
+from course_utils.grader import feedback
+from course_utils.grader.lessonfile import MAX_SUBMISSION_BYTES, Lesson, load_lesson, read_answers
+from course_utils.grader.review import review
+from course_utils.grader.capabilities import SandboxUnavailable
+from course_utils.grader.worker import Limits, check_sandbox
 
 DEFAULTS = Limits()
 
 if TYPE_CHECKING:
-    from course_utils.hardened import Result
+    from course_utils.grader.grade import Result
 
 EXIT_BAD_INPUT = 2     # nothing graded, nothing written
 EXIT_OVERLOADED = 3    # written, but some submissions were not graded: grade them again
@@ -213,14 +213,14 @@ def grade_folder(source: Path, folder: Path, out: Path, jobs: int = 2, limits: L
 
 
 def grade_answers(*args, **kwargs) -> Result:
-    """course_utils.hardened.grade_answers, imported when first needed: it imports torch, and bad
+    """course_utils.grader.grade.grade_answers, imported when first needed: it imports torch, and bad
     input is reported before that."""
-    from course_utils.hardened import grade_answers
+    from course_utils.grader.grade import grade_answers
     return grade_answers(*args, **kwargs)
 
 
 def grade_submissions(lesson: Lesson, submissions: dict[str, Path], jobs: int, limits: Limits) -> list[Result]:
-    from course_utils.hardened import OVERLOADED, Reference, failed
+    from course_utils.grader.grade import OVERLOADED, Reference, failed
     try:
         if warning := check_sandbox(limits):   # fails closed: no learner's code without the sandbox unless asked
             print(f"warning: {warning}", file=sys.stderr)
@@ -353,7 +353,7 @@ def _jobs(text: str) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = _Parser(
-        prog="python -m course_utils.gradefolder",
+        prog="python -m course_utils.grader.gradefolder",
         description="Grade a folder of submissions of one lesson in sandboxes; merge the rows into grades.csv and "
                     "write feedback pages. Exit status 0; 2: bad input, nothing written; 3: some submissions "
                     "were not graded because the machine was overloaded (grade them again).")

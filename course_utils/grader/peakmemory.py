@@ -1,6 +1,6 @@
 """Peak memory measured by the kernel, for the grader: what no code inside the worker can fake.
 
-A grading worker that runs in a memory cgroup (course_utils.cgroups.Cgroup, when grading as root)
+A grading worker that runs in a memory cgroup (course_utils.grader.cgroups.Cgroup, when grading as root)
 is charged by the kernel for every page its processes use: the learner's process, any process it
 starts, files it writes to the sandbox's tmpfs. The cgroup's high-water mark is kept by the kernel
 and lives in the cgroup file system, which the sandbox does not contain, so the learner's code can
@@ -15,17 +15,16 @@ The number is the whole cgroup's memory in use (Python, torch, everything reside
 increase: an answer that first grows its process and then reuses that memory pays for it. Judges
 compare it with the reference solution's peak on the same probe (memory_peaks below). For the two
 to compare, both workers collect garbage first and run with glibc's mmap threshold fixed
-(course_utils.sandbox), so that freed tensors leave the heap instead of lingering in it.
+(course_utils.grader.worker), so that freed tensors leave the heap instead of lingering in it.
 
 cgroup v1: memory.memsw.max_usage_in_bytes (memory + swap) or memory.max_usage_in_bytes, plus the
-socket buffers (memory.kmem.tcp.max_usage_in_bytes, which v1 counts apart; course_utils.cgroups
+socket buffers (memory.kmem.tcp.max_usage_in_bytes, which v1 counts apart; course_utils.grader.cgroups
 turns that accounting on), each reset by writing 0. cgroup v2: memory.peak (sockets included),
 reset by writing to it (Linux 6.12+; the reset holds for the open file it was written through).
 Elsewhere nothing is measured. Huge pages are charged to no memory cgroup, so measures_memory()
 also asks that the machine reserves none.
 """
 
-import functools
 import os
 from pathlib import Path
 
@@ -99,31 +98,6 @@ def _tcp_limited(d: Path) -> bool:
         return False
 
 
-@functools.lru_cache(maxsize=1)
-def measures_memory() -> bool:
-    """Whether grading here measures peak memory from outside the learner's process: root, the full
-    sandbox, a memory cgroup whose peak can be reset, and no huge pages reserved (they escape it)."""
-    from course_utils.cgroups import Cgroup
-    from course_utils.isolation import isolation
-    if os.geteuid() != 0 or isolation() != "root" or not _no_huge_pages():
-        return False
-    cgroup = Cgroup(f"course-probe-{os.getpid()}", 2 ** 30, 16)
-    try:
-        peak = PeakMemory(cgroup.dirs)
-        ok = peak.reset() and peak.read() is not None
-        peak.close()
-        return ok
-    finally:
-        cgroup.remove()
-
-
-def _no_huge_pages() -> bool:
-    try:
-        return all(int(Path("/proc/sys/vm", f).read_text()) == 0 for f in ("nr_hugepages", "nr_overcommit_hugepages"))
-    except (OSError, ValueError):
-        return True  # no such settings: no huge pages to reserve
-
-
 def from_environment() -> PeakMemory | None:
     """The reference worker's own cgroup (COURSE_CGROUPS: directories separated by ':', joined by
     the shell that started it), or None when the grader gave it none. Only the trusted reference
@@ -131,20 +105,3 @@ def from_environment() -> PeakMemory | None:
     dirs = [d for d in os.environ.pop("COURSE_CGROUPS", "").split(":") if d]
     peak = PeakMemory(dirs) if dirs else None
     return peak if peak is not None and peak.available else None
-
-
-# Set by course_utils.cellrunner in the reference worker while a judge runs: (the learner's peak
-# over the whole test cell, the reference's peak over the same probe), both in bytes.
-_judged: tuple[int, int] | None = None
-
-
-def memory_peaks() -> tuple[int, int] | None:
-    """For a judge: (learner, reference) peak bytes of memory in use, measured by the kernel while
-    the learner's test cell ran and while the reference ran the same probe; None in a notebook, or
-    where the grader has no memory cgroup (grading as a normal user). A judge that uses it:
-
-        peaks = memory_peaks()
-        if peaks is not None and peaks[0] - peaks[1] > 64 * 2 ** 20:
-            raise AssertionError("... used more memory than ... : ...")
-    """
-    return _judged

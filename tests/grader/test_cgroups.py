@@ -1,4 +1,4 @@
-"""course_utils.cgroups: a worker's memory and process cgroup (grading as root)."""
+"""course_utils.grader.cgroups: a worker's memory and process cgroup (grading as root)."""
 
 import os
 import subprocess
@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from course_utils import cgroups
-from course_utils.cgroups import Cgroup
+from course_utils.grader import cgroups
+from course_utils.grader.cgroups import Cgroup
 
 def _can_make() -> bool:
     if os.geteuid() != 0:

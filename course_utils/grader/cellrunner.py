@@ -1,6 +1,6 @@
-"""The process that runs a notebook's cells for the grader: `python -m course_utils.cellrunner MODE FD`.
+"""The process that runs a notebook's cells for the grader: `python -m course_utils.grader.cellrunner MODE FD`.
 
-Started by course_utils.sandbox, one per submission (MODE=learner, inside the sandbox) and one per
+Started by course_utils.grader.worker, one per submission (MODE=learner, inside the sandbox) and one per
 lesson (MODE=reference, the instructor's solution). It reads one JSON command per line on stdin
 and answers one JSON line on file descriptor FD:
 
@@ -21,7 +21,8 @@ import os
 import sys
 import types
 
-from course_utils import feedback, judging, peakmemory
+from course_utils.grader import feedback, peakmemory, protocol
+from course_utils import judging
 
 def _error_name(exc: BaseException | None) -> str | None:
     """The exception's type name if it is a built-in one, else a generic phrase: a learner-made
@@ -40,7 +41,8 @@ class Session:
         self.obs = None
         self.problem = None
         self.registry: dict[str, tuple] = {}
-        self.peak = None   # reference mode, grading as root: its own cgroup's peak (course_utils.peakmemory)
+        self.judged_peaks = None   # while a judge runs: (learner's, reference's) peak bytes, for judging.memory_peaks()
+        self.peak = None   # reference mode, grading as root: its own cgroup's peak (course_utils.grader.peakmemory)
 
     def grade(self, probe, expect, judge):
         if self.obs is not None or self.problem is not None:
@@ -48,7 +50,7 @@ class Session:
         if self.mode == "learner":
             got = judging.run_probe(probe)  # the learner's exceptions propagate: the cell fails
             try:
-                self.obs = judging.encode(got)
+                self.obs = protocol.encode(got)
             except ValueError:
                 self.problem = "too large"
             return
@@ -61,13 +63,13 @@ class Session:
         peak = self.peak.read() if self.peak is not None else None  # the probe's, as a learner's cell is measured
         want = judging.run_expect(expect)
         for what, value in (("its own answer", got),
-                            ("its answer sent through JSON", judging.decode(json.loads(json.dumps(judging.encode(got)))))):
+                            ("its answer sent through JSON", protocol.decode(json.loads(json.dumps(protocol.encode(got)))))):
             try:
                 judge(value, want)
             except AssertionError as e:
                 raise judging.GradingSetupError(f"{self.gid}: the reference solution fails its judge on {what}: {e}") from None
         self.registry[self.gid] = (want, _frozen(judge), peak)
-        self.obs = judging.encode(got)
+        self.obs = protocol.encode(got)
 
 
 def collect() -> None:
@@ -181,16 +183,16 @@ def judge(session: Session, gid: str, data, peak: int | None = None, reference_p
     want, judge_fn, own_peak = session.registry[gid]
     reference_peak = reference_peak if reference_peak is not None else own_peak
     measured = type(peak) is int and type(reference_peak) is int
-    peakmemory._judged = (peak, reference_peak) if measured else None
+    session.judged_peaks = (peak, reference_peak) if measured else None
     try:
         return _judge(judge_fn, data, want)
     finally:
-        peakmemory._judged = None
+        session.judged_peaks = None
 
 
 def _judge(judge_fn, data, want) -> dict:
     try:
-        got = judging.decode(data)
+        got = protocol.decode(data)
     except Exception as e:  # noqa: BLE001 - whatever the learner's process sent, this process goes on judging
         why = str(e) if type(e) is ValueError and str(e).startswith("malformed observation") else "malformed observation"
         return {"ok": False, "message": f"the grader could not read the values your code returned ({why})"}

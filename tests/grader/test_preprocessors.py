@@ -16,12 +16,12 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from course_utils import grading
-from course_utils.peakmemory import measures_memory
+from course_utils.authoring import nbgrader_cli
+from course_utils.grader.capabilities import measures_memory
 
-ROOT = Path(__file__).resolve().parent.parent
-LESSONS = grading.lessons(ROOT)
-GRADED = grading.lessons(ROOT, graded=True)  # 00-start-here is released but has no exercises
+ROOT = Path(__file__).resolve().parents[2]
+LESSONS = nbgrader_cli.lessons(ROOT)
+GRADED = nbgrader_cli.lessons(ROOT, graded=True)  # 00-start-here is released but has no exercises
 
 
 def mutants(name: str) -> list[dict]:
@@ -57,7 +57,7 @@ def course(tmp_path_factory):
 
     def make(name):
         if name not in made:
-            made[name] = grading.scratch_course(ROOT, tmp_path_factory.mktemp(name), [name])
+            made[name] = nbgrader_cli.scratch_course(ROOT, tmp_path_factory.mktemp(name), [name])
         return made[name]
 
     return make
@@ -66,23 +66,23 @@ def course(tmp_path_factory):
 def grade_lesson(where, name):
     """Submit the solved and untouched notebooks and the mutant rounds of one lesson, autograde
     them, generate feedback. Returns (scores, cell scores, feedback, rounds), keyed by student."""
-    solved = grading.solved(where, name)
-    grading.submit(where, "solved", name, solved)
-    grading.submit(where, "untouched", name, grading.untouched(where, name))
-    rounds = grading.mutant_rounds(MUTANTS[name])
+    solved = nbgrader_cli.solved(where, name)
+    nbgrader_cli.submit(where, "solved", name, solved)
+    nbgrader_cli.submit(where, "untouched", name, nbgrader_cli.untouched(where, name))
+    rounds = nbgrader_cli.mutant_rounds(MUTANTS[name])
     for r, group in enumerate(rounds):
         nb = solved
         for m in group:
-            nb = (grading.with_answer(nb, m["cell"], m["source"]) if "source" in m
-                  else grading.replace_solution(nb, m["cell"], m["old"], m["new"]))
-        grading.submit(where, f"mutants{r}", name, nb)
+            nb = (nbgrader_cli.with_answer(nb, m["cell"], m["source"]) if "source" in m
+                  else nbgrader_cli.replace_solution(nb, m["cell"], m["old"], m["new"]))
+        nbgrader_cli.submit(where, f"mutants{r}", name, nb)
     if ALTERNATES[name]:
         nb = solved
         for a in ALTERNATES[name]:
-            nb = grading.with_answer(nb, a["cell"], a["source"])
-        grading.submit(where, "alternate", name, nb)
-    grading.autograde(where, name)
-    return (grading.scores(where, name), grading.cell_scores(where, name), grading.feedback(where, name), rounds)
+            nb = nbgrader_cli.with_answer(nb, a["cell"], a["source"])
+        nbgrader_cli.submit(where, "alternate", name, nb)
+    nbgrader_cli.autograde(where, name)
+    return (nbgrader_cli.scores(where, name), nbgrader_cli.cell_scores(where, name), nbgrader_cli.feedback(where, name), rounds)
 
 
 @pytest.fixture(scope="module")
@@ -109,8 +109,8 @@ def graded(request, course):
 
 @pytest.mark.parametrize("name", LESSONS)
 def test_committed_release_matches_solutions(course, name):
-    made = json.loads(grading.notebook_path(course(name), "notebooks", name).read_text())
-    committed_path = grading.notebook_path(ROOT, "notebooks", name)
+    made = json.loads(nbgrader_cli.notebook_path(course(name), "notebooks", name).read_text())
+    committed_path = nbgrader_cli.notebook_path(ROOT, "notebooks", name)
     assert committed_path.exists(), f"{committed_path} is missing: run `bash course.sh release {name}`"
     committed = json.loads(committed_path.read_text())
     assert made == committed, f"notebooks/{name} is out of date with solutions/{name}: run `bash course.sh release {name}`"
@@ -144,7 +144,7 @@ def test_untouched_student_notebook_scores_zero(graded, name):
 
 
 def exercises(name: str) -> set[str]:
-    return {c.metadata.nbgrader.grade_id for c in nbformat.read(grading.notebook_path(ROOT, "solutions", name), 4).cells
+    return {c.metadata.nbgrader.grade_id for c in nbformat.read(nbgrader_cli.notebook_path(ROOT, "solutions", name), 4).cells
             if c.metadata.get("nbgrader", {}).get("solution")}
 
 
@@ -189,6 +189,6 @@ def test_wrong_answer_loses_points_and_feedback_names_the_mistake(graded, course
     # Exercises whose tests build on a mutated one ("also_fails" in the mutant) may lose points too.
     touched = {m["cell"] for m in rounds[r]} | {c for m in rounds[r] for c in m.get("also_fails", [])}
     others = {c: v for c, v in cells[student].items() if c[:-len("_test")] not in touched}
-    assert others, "every round must leave an exercise right (grading.mutant_rounds)"
+    assert others, "every round must leave an exercise right (nbgrader_cli.mutant_rounds)"
     assert all(s == t for s, t in others.values()), \
         f"{mutant['student']}: exercises with no mistake in this submission lost points: {others}"

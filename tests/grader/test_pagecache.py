@@ -1,4 +1,4 @@
-"""course_utils.pagecache: a neighbour that drops the shared files from the page cache cannot raise
+"""course_utils.grader.pagecache: a neighbour that drops the shared files from the page cache cannot raise
 an honest learner's measured peak while the grader pins them (issue 13)."""
 
 import ctypes
@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from course_utils import pagecache
-from course_utils.peakmemory import measures_memory
-from course_utils.sandbox import Limits, Worker
+from course_utils.grader import pagecache
+from course_utils.grader.capabilities import measures_memory
+from course_utils.grader.worker import Limits, Worker
 
 MB = 2 ** 20
 needs_cgroup = pytest.mark.skipif(not measures_memory(),

@@ -5,7 +5,7 @@ files: the same page cache), and a memory cgroup is charged for the file pages i
 into the cache. So a learner's code that keeps dropping those files from the cache (posix_fadvise
 DONTNEED on torch's .so, .py and .pyc files, on the fonts and libraries graphviz loads) makes the
 honest learner graded beside it read them again, and the kernel charges them to that learner's
-measured peak (course_utils.peakmemory): lesson 05 lost 5 points to "103 MB more than the reference".
+measured peak (course_utils.grader.peakmemory): lesson 05 lost 5 points to "103 MB more than the reference".
 
 The kernel does not drop a cached page that a process has mapped (posix_fadvise, drop_caches and
 MADV_PAGEOUT all skip mapped pages). So once the reference worker has run the lesson, the grader maps
@@ -19,8 +19,8 @@ neighbour can evict it, and learners find it cached, charged to no learner.
 
 Which files: those the reference process has mapped (/proc/PID/maps), then every file under the
 Python environment (sys.prefix, the standard library, course_utils), then under the system folders
-the sandbox mounts (course_utils.isolation.SYSTEM_DIRS). A helper process holds the mappings
-(`python -m course_utils.pagecache`), one per file with cached pages, up to vm.max_map_count, so
+the sandbox mounts (course_utils.grader.sandbox.SYSTEM_DIRS). A helper process holds the mappings
+(`python -m course_utils.grader.pagecache`), one per file with cached pages, up to vm.max_map_count, so
 the grader's own address space is untouched; it reads nothing that was not cached and exits when
 the pin is closed or the grader dies. Pages are mapped, not locked: memory pressure can still
 reclaim them (keep the workers' memory limits within the machine's memory). Where no memory cgroup
@@ -94,7 +94,7 @@ def pin_environment(pid: int | None = None) -> Pin:
     env, system = folders()
     request = {"pid": pid, "env": [str(d) for d in env], "system": [str(d) for d in system]}
     try:
-        proc = subprocess.Popen([sys.executable, "-m", "course_utils.pagecache"], stdin=subprocess.PIPE,
+        proc = subprocess.Popen([sys.executable, "-m", "course_utils.grader.pagecache"], stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True,
                                 env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)})
     except OSError as e:
@@ -118,7 +118,7 @@ def _why_not() -> str | None:
         return "not Linux (no memory cgroup measures peaks, so there is nothing to protect)"
     if os.geteuid() != 0:
         return "not root (no memory cgroup measures peaks, so there is nothing to protect)"
-    from course_utils.peakmemory import measures_memory
+    from course_utils.grader.capabilities import measures_memory
     if not measures_memory():
         return "no memory cgroup measures peaks here, so there is nothing to protect"
     return None
@@ -126,9 +126,9 @@ def _why_not() -> str | None:
 
 def folders() -> tuple[list[Path], list[Path]]:
     """(the Python environment's folders, the system folders) that every sandbox mounts read-only,
-    resolved, nested ones dropped: course_utils.isolation's list, plus the standard library and
+    resolved, nested ones dropped: course_utils.grader.sandbox's list, plus the standard library and
     site-packages wherever they are."""
-    from course_utils.isolation import SYSTEM_DIRS, _kept_paths
+    from course_utils.grader.sandbox import SYSTEM_DIRS, _kept_paths
     paths = sysconfig.get_paths()
     env = {Path(p).resolve() for p in (sys.prefix, sys.exec_prefix, paths.get("stdlib"), paths.get("platstdlib"),
                                        paths.get("purelib"), paths.get("platlib"), Path(__file__).parent,

@@ -5,15 +5,15 @@
   scores 0 with that reason in the gradebook instead of failing with no reason after the run.
 - SanitizeSubmission: the first sanitizing step; the submission is rebuilt as the release with the
   learner's answer cells put in, so forged, renamed or deleted cells never reach nbgrader's checks.
-- HardenedExecute: takes the place of nbgrader's Execute; the answers run in course_utils.sandbox
-  and each test cell is judged outside it (course_utils.hardened), its outcome written as the cell's
+- HardenedExecute: takes the place of nbgrader's Execute; the answers run in course_utils.grader.worker
+  and each test cell is judged outside it (course_utils.grader.grade), its outcome written as the cell's
   output, which nbgrader's SaveAutoGrades scores as usual.
 - SaveReasons: after nbgrader's SaveAutoGrades, each exercise's reasons for lost points (and the
   grader's notes) become the auto_comment of its answer cell in the gradebook, which Formgrader and
   `nbgrader generate_feedback` show: no 0 without a reason where the instructor looks.
 - HideTestsInFeedback: `nbgrader generate_feedback` shows outcomes, never the hidden tests.
 
-A submission the machine kept from being graded (course_utils.hardened.OVERLOADED) is not scored:
+A submission the machine kept from being graded (course_utils.grader.grade.OVERLOADED) is not scored:
 HardenedExecute raises, so nbgrader reports it as failed and exits non-zero. Grade it again.
 """
 
@@ -26,10 +26,10 @@ from nbconvert.exporters import NotebookExporter
 from nbgrader.preprocessors import ClearHiddenTests, NbGraderPreprocessor
 from traitlets import Enum, Float, Integer, List
 
-from course_utils.hardened import failed, grade_answers, reference_for
-from course_utils.lessonfile import read_answers
-from course_utils.review import review
-from course_utils.sandbox import Limits, check_sandbox
+from course_utils.grader.grade import failed, grade_answers, reference_for
+from course_utils.grader.lessonfile import read_answers
+from course_utils.grader.review import review
+from course_utils.grader.worker import Limits, check_sandbox
 
 DEFAULTS = Limits()
 
@@ -132,7 +132,7 @@ class HardenedExecute(NbGraderPreprocessor):
         source = Path(coursedir.format_path(coursedir.source_directory, ".", info["assignment"])) / f"{info['notebook']}.ipynb"
         reference = reference_for(source, limits)
         if warning:
-            self.log.warning("course_utils.autograde: %s", warning)
+            self.log.warning("course_utils.grader.preprocessors: %s", warning)
         answers, notes = read_answers(dict(nb), reference.lesson)
         notes = list(nb.metadata.get(NOTES, [])) + notes
         try:
@@ -151,7 +151,7 @@ class HardenedExecute(NbGraderPreprocessor):
                 self.log.info("%s: %s %g/%g: %s", info["student"], gid, outcome.score, outcome.points, outcome.message)
         resources["course_reasons"] = reasons(reference.lesson, result)
         for line in review(reference.lesson, answers):
-            self.log.warning("%s: read this answer (course_utils.review): %s", info["student"], line)
+            self.log.warning("%s: read this answer (course_utils.grader.review): %s", info["student"], line)
         for cell in nb.cells:
             if cell.cell_type != "code":
                 continue

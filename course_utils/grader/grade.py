@@ -5,20 +5,20 @@ For one submission of a lesson:
    of the instructor's notebook (solutions/). Everything else (the lesson's cells, the tests, the
    points, the cell metadata) comes from the instructor's notebook, so forged, renamed, duplicated
    or deleted cells change nothing but the learner's own answers.
-2. A sandboxed worker (course_utils.sandbox) runs the lesson with those answers, cell by cell, each
+2. A sandboxed worker (course_utils.grader.worker) runs the lesson with those answers, cell by cell, each
    cell under a time limit. Test cells arrive with their EXPECTED block cut out, so grade() there
    only sends back what the learner's code returned, as plain data (course_utils.judging).
 3. A reference worker, which ran the instructor's notebook once, judges that data with the test
    cell's judge against its own expect(): the comparison never runs where the learner's code runs.
    Grading as root, the judge also gets the test cell's peak memory as the kernel measured it
-   (course_utils.peakmemory), against the reference's on the same probe.
+   (course_utils.grader.peakmemory), against the reference's on the same probe.
 4. If the worker dies or hangs (os._exit, a segfault, a loop that ignores Ctrl-C, a memory bomb),
    the exercise whose code was running gets 0 with the reason, and a fresh worker runs the lesson
    again with that answer replaced by the not-attempted stub, so the other exercises are graded.
 
-The instructor's notebook and the submission are read by course_utils.lessonfile. `nbgrader
-autograde LESSON` uses this module through course_utils.autograde (set in nbgrader_config.py);
-`python -m course_utils.gradefolder LESSON FOLDER` grades a folder of submissions in parallel.
+The instructor's notebook and the submission are read by course_utils.grader.lessonfile. `nbgrader
+autograde LESSON` uses this module through course_utils.grader.preprocessors (set in nbgrader_config.py);
+`python -m course_utils.grader.gradefolder LESSON FOLDER` grades a folder of submissions in parallel.
 """
 
 import atexit
@@ -27,12 +27,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from course_utils import feedback, pagecache
+from course_utils.grader import feedback, pagecache
 from course_utils.judging import raised_name
-from course_utils.lessonfile import STUB, Cell, Lesson, learner_version, load_lesson
-from course_utils.peakmemory import measures_memory
-from course_utils.sandbox import Limits, Overloaded, Worker, WorkerDied
-from course_utils.workerclock import BACKSTOP
+from course_utils.grader.lessonfile import STUB, Cell, Lesson, learner_version, load_lesson
+from course_utils.grader.capabilities import measures_memory
+from course_utils.grader.worker import Limits, Overloaded, Worker, WorkerDied
+from course_utils.grader.workerclock import BACKSTOP
 
 
 # ---------------------------------------------------------------------------------------------
@@ -42,7 +42,7 @@ class Reference:
     """The instructor's notebook run in a trusted worker; it judges learners' observations.
 
     The peak memory of each test cell's probe is measured once, in a known state: after its first
-    run the shared files' page cache is pinned (course_utils.pagecache), and if that run had to read
+    run the shared files' page cache is pinned (course_utils.grader.pagecache), and if that run had to read
     files nobody had cached (COLD_BYTES, charged to its peaks), it runs again, warm, and keeps that
     run's peaks. A reference started again later (after a learner's answer killed it) judges against
     those, not against peaks measured in whatever state the machine is in then."""
@@ -148,7 +148,7 @@ class Result:
     outcomes: dict[str, Outcome]   # by test cell grade id, in notebook order
     notes: list[str]
     seconds: float = 0.0
-    review: list[str] = field(default_factory=list)  # course_utils.review's flags: for the instructor only
+    review: list[str] = field(default_factory=list)  # course_utils.grader.review's flags: for the instructor only
 
     @property
     def score(self) -> float:
@@ -189,7 +189,7 @@ def grade_answers(lesson: Lesson, reference: Reference, answers: dict[str, str],
 
 def _grade_once(lesson, reference, answers, notes, student, limits, slot) -> Result:
     start = time.monotonic()
-    own = 0.0   # the workers' own time (course_utils.workerclock): what the notebook's limit counts
+    own = 0.0   # the workers' own time (course_utils.grader.workerclock): what the notebook's limit counts
     outcomes: dict[str, Outcome] = {}
     stubbed: dict[str, str] = {}   # answer gid -> why it was replaced by the stub
     untried = {gid for gid, src in answers.items() if src.strip().endswith(STUB) or not src.strip()}

@@ -1,4 +1,4 @@
-"""A limited process that runs a notebook's cells for the grader (course_utils.cellrunner inside).
+"""A limited process that runs a notebook's cells for the grader (course_utils.grader.cellrunner inside).
 
     with Worker("learner", Limits(), slot=3) as w:
         w.send({"op": "cell", "id": 0, "gid": None, "source": "x = 1"}, timeout=60)   # -> {"id": 0, ...}
@@ -6,18 +6,18 @@
 A learner's worker always has resource limits (setrlimit, set by the worker on itself before any
 cell: address space, CPU seconds, file size, open files, no core dumps; processes too in a sandbox)
 and a time limit per command (its own time: see below), past which it and everything it started get SIGKILL. Where the machine allows,
-it also runs in namespaces of its own with its own read-only file system (course_utils.isolation
+it also runs in namespaces of its own with its own read-only file system (course_utils.grader.sandbox
 says which kind: "root", "userns" or "none").
 
 The worker's stdout and stderr go to /dev/null; answers come on a pipe of their own, one JSON line
 each, size-capped. The reference worker (the instructor's solution) gets limits but no sandbox.
 
 Grading as root, each worker also has a memory cgroup whose peak the grader resets and reads
-(reset_peak, peak_bytes; course_utils.peakmemory): the learner's worker around each test cell, from
+(reset_peak, peak_bytes; course_utils.grader.peakmemory): the learner's worker around each test cell, from
 outside; the reference worker around each probe, itself. The same cgroup gives the worker an equal
-CPU share and a quota of Limits.cpus cores (course_utils.cgroups).
+CPU share and a quota of Limits.cpus cores (course_utils.grader.cgroups).
 
-Time limits are the worker's own time, not the wall clock of a busy machine (course_utils.workerclock):
+Time limits are the worker's own time, not the wall clock of a busy machine (course_utils.grader.workerclock):
 a command is stopped, as the learner's doing, once its own time (wall clock less the time its threads
 waited for a CPU) passes the limit or its CPU time passes the limit times Limits.cpus; one the machine
 held up past workerclock.BACKSTOP times the limit raises Overloaded (grade it again), never a score.
@@ -33,15 +33,16 @@ import sys
 import tempfile
 from dataclasses import dataclass
 
-from course_utils.cgroups import Cgroup
-from course_utils.isolation import FIRST_UID, SandboxUnavailable, environment, isolation, isolation_warning, setup_command
-from course_utils.peakmemory import PeakMemory
-from course_utils.workerclock import BACKSTOP, Clock
+from course_utils.grader.cgroups import Cgroup
+from course_utils.grader.capabilities import SandboxUnavailable, isolation, isolation_warning
+from course_utils.grader.sandbox import FIRST_UID, environment, setup_command
+from course_utils.grader.peakmemory import PeakMemory
+from course_utils.grader.workerclock import BACKSTOP, Clock
 
 
 @dataclass
 class Limits:
-    """Per worker. Seconds are the worker's own time (course_utils.workerclock), not the wall clock.
+    """Per worker. Seconds are the worker's own time (course_utils.grader.workerclock), not the wall clock.
     memory_bytes is address space per process (torch alone maps ~1.5 GB); cpus is its CPU quota in
     cores (a cell may use cell_seconds * cpus CPU seconds). sandbox: "required" (a learner's worker
     never runs without the namespaces where the machine cannot give them: SandboxUnavailable) or
@@ -97,7 +98,7 @@ class Worker:
         self.proc = None
         self.peak = None
         self.clock = None
-        self.own_seconds = 0.0   # own time (course_utils.workerclock) of every command sent so far
+        self.own_seconds = 0.0   # own time (course_utils.grader.workerclock) of every command sent so far
         self._buffer = bytearray()
 
     def __enter__(self):
@@ -117,9 +118,9 @@ class Worker:
                "HOME": self._tmp, "TMPDIR": self._tmp, "PYTHONDONTWRITEBYTECODE": "1",
                # glibc: a fixed threshold (its usual start) stops it from raising the threshold as big
                # blocks are freed and then keeping them in its heap: memory in use then follows the
-               # tensors alive, and peaks measured in two processes compare (course_utils.peakmemory).
+               # tensors alive, and peaks measured in two processes compare (course_utils.grader.peakmemory).
                "MALLOC_MMAP_THRESHOLD_": "131072"}
-        command = [sys.executable, "-m", "course_utils.cellrunner", self.mode, str(write_fd)]
+        command = [sys.executable, "-m", "course_utils.grader.cellrunner", self.mode, str(write_fd)]
         kind = isolation() if self.mode == "learner" else "none"
         if kind == "none" and self.mode == "learner" and limits.sandbox == "required":
             check_sandbox(limits)   # raises SandboxUnavailable: never a learner's code without the sandbox unasked
@@ -165,7 +166,7 @@ class Worker:
         """Send one command; return the worker's JSON answer. Raises WorkerDied (and kills the
         worker) if it exits, passes `timeout` seconds of its own time or timeout * cpus seconds of
         CPU, or answers with something that is not one JSON object within the size limit; raises
-        Overloaded if the machine held it up past the backstop (course_utils.workerclock)."""
+        Overloaded if the machine held it up past the backstop (course_utils.grader.workerclock)."""
         if self.proc is None or self.proc.poll() is not None:
             raise WorkerDied(self._death_reason())
         self.clock.start()
@@ -209,7 +210,7 @@ class Worker:
         cut = self._buffer.index(b"\n")
         line = bytes(self._buffer[:cut])
         del self._buffer[:cut + 1]
-        from course_utils.judging import loads   # (judging imports torch: only once a worker answers)
+        from course_utils.grader.protocol import loads   # (protocol imports torch: only once a worker answers)
         try:
             answer = loads(line)   # no integer literal too long to convert cheaply
         except (ValueError, RecursionError):  # invalid, not UTF-8, nested too deep, or a huge integer literal

@@ -3,8 +3,8 @@
 Every submission is a version of the fixture lesson (tests/fixtures/99-fixture: exercises scale
 2 points, square_grad 2 points, count_positive 1 point) and states what it must score, exercise by
 exercise, and words the reason must contain. Cheats, crashes, floods and broken files are graded by
-course_utils.hardened with one reference run; the last tests drive the same grader through
-`nbgrader autograde` and through `python -m course_utils.gradefolder` on a folder.
+course_utils.grader.grade with one reference run; the last tests drive the same grader through
+`nbgrader autograde` and through `python -m course_utils.grader.gradefolder` on a folder.
 """
 
 import copy
@@ -21,12 +21,13 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from course_utils import grading, hardened, lessonfile
-from course_utils.review import review
-from course_utils.isolation import can_isolate, isolation_warning
-from course_utils.sandbox import Limits
+from course_utils.authoring import nbgrader_cli
+from course_utils.grader import grade, lessonfile
+from course_utils.grader.review import review
+from course_utils.grader.capabilities import can_isolate, isolation_warning
+from course_utils.grader.worker import Limits
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests" / "fixtures" / "99-fixture" / "99-fixture.ipynb"
 # Where this machine gives no sandbox, the tests grade with limits only (as an instructor may choose to).
 LIMITS = Limits(cell_seconds=10, notebook_seconds=60, memory_bytes=2 * 2 ** 30, processes=64,
@@ -190,10 +191,11 @@ import course_utils.judging as judging
 judging.grade = grade
 """
 FORGED_OBSERVATION = """import course_utils.judging as judging
+import course_utils.grader.protocol as protocol
 
 class Forger:
     def grade(self, probe, expect, judge):
-        judging.session.obs = judging.encode([6.0, 6.0, 6.0, 6.0])
+        judging.session.obs = protocol.encode([6.0, 6.0, 6.0, 6.0])
 judging.session.grade = Forger().grade
 
 def scale(x, k):
@@ -223,14 +225,14 @@ def count_positive(xs):
 DEEP_REPLY = SCALE_OK + """import os, sys
 os.write(int(sys.argv[-1]), b'{"id": 0, "obs": ' + b"[" * 100000 + b"]" * 100000 + b"}\\n")
 """
-UNDECODABLE = """import course_utils.judging as judging
-judging.encode = lambda value, *a, **k: {"$tensor": {"dtype": "float32", "shape": [1], "data": [10 ** 400]}}
+UNDECODABLE = """import course_utils.grader.protocol as protocol
+protocol.encode = lambda value, *a, **k: {"$tensor": {"dtype": "float32", "shape": [1], "data": [10 ** 400]}}
 
 def scale(x, k):
     return x * k
 """
-UNPACKABLE_SHAPE = """import course_utils.judging as judging
-judging.encode = lambda value, *a, **k: {"$tensor": {"dtype": "float32", "shape": [0, 10 ** 30], "data": []}}
+UNPACKABLE_SHAPE = """import course_utils.grader.protocol as protocol
+protocol.encode = lambda value, *a, **k: {"$tensor": {"dtype": "float32", "shape": [0, 10 ** 30], "data": []}}
 
 def square_grad(x):
     return 2 * x
@@ -266,15 +268,15 @@ for d in ("/run/lock", "/var/lock", "/dev/mqueue", "/dev/shm", "/var/tmp"):
     except OSError:
         pass
 """
-HUGE_SHAPE = """import course_utils.judging as judging
-judging.encode = lambda value, *a, **k: {"$tensor": {"dtype": "float32", "shape": [10 ** 4298] * 3000, "data": []}}
+HUGE_SHAPE = """import course_utils.grader.protocol as protocol
+protocol.encode = lambda value, *a, **k: {"$tensor": {"dtype": "float32", "shape": [10 ** 4298] * 3000, "data": []}}
 
 def square_grad(x):
     return 2 * x
 """
-OPAQUE_BLOAT = """import course_utils.judging as judging
-encode = judging.encode
-judging.encode = lambda v, *a, **k: [{"$opaque": "T%d" % i} for i in range(100000)] if not a and type(v) is list and len(v) == 4 else encode(v, *a, **k)
+OPAQUE_BLOAT = """import course_utils.grader.protocol as protocol
+encode = protocol.encode
+protocol.encode = lambda v, *a, **k: [{"$opaque": "T%d" % i} for i in range(100000)] if not a and type(v) is list and len(v) == 4 else encode(v, *a, **k)
 
 def count_positive(xs):
     return sum(1 for v in xs if v > 0)
@@ -470,14 +472,14 @@ def graded(tmp_path_factory):
     """Grade the whole corpus once, two submissions at a time, against one reference run."""
     tmp = tmp_path_factory.mktemp("corpus")
     lesson = lessonfile.load_lesson(FIXTURE)
-    reference = hardened.Reference(lesson, LIMITS)
+    reference = grade.Reference(lesson, LIMITS)
     reference_pid = reference.worker.proc.pid
     try:
         def one(item):
             slot, (name, (submission, *_)) = item
             data = submission(tmp) if callable(submission) else submission
             answers, notes = lessonfile.read_answers(data, lesson)
-            return name, hardened.grade_answers(lesson, reference, answers, notes, name, LIMITS, slot=slot)
+            return name, grade.grade_answers(lesson, reference, answers, notes, name, LIMITS, slot=slot)
 
         # Without the full sandbox, submissions that attack the machine are not run at all.
         todo = [(n, v) for n, v in CORPUS.items() if can_isolate() or not v[3]]
@@ -517,7 +519,7 @@ def test_submission_scores_what_it_earned(graded, name):
         assert (tmp / "gradebook.db").read_text() == "scores", "the sandbox wrote the instructor's file"
 
 
-# What course_utils.review says of each corpus entry's answers: the cheats are named for the
+# What course_utils.grader.review says of each corpus entry's answers: the cheats are named for the
 # instructor (scores never depend on it); honest code stays unflagged unless it imports sys or os.
 REVIEWED = {
     "patches checks, torch and AssertionError": "imports course_utils.checks",
@@ -586,7 +588,7 @@ def test_nothing_is_left_on_the_machine(graded):
 def test_a_grader_error_on_one_submission_is_a_row_of_zeros_not_a_lost_class(tmp_path, monkeypatch):
     """If grading one submission fails in the grader itself, that learner gets 0 with the reason and
     everyone else is graded and reported."""
-    from course_utils import gradefolder
+    from course_utils.grader import gradefolder
     folder = tmp_path / "submissions"
     folder.mkdir()
     for student in ("ada", "bob"):
@@ -628,7 +630,7 @@ def test_a_reference_that_fails_its_own_judge_stops_grading(tmp_path):
     bad = tmp_path / "99-fixture.ipynb"
     nbformat.write(nb, bad)
     with pytest.raises(RuntimeError, match="fails its judge"):
-        hardened.Reference(lessonfile.load_lesson(bad), LIMITS)
+        grade.Reference(lessonfile.load_lesson(bad), LIMITS)
 
 
 def _fixture_course(dest: Path) -> Path:
@@ -636,7 +638,7 @@ def _fixture_course(dest: Path) -> Path:
     (dest / "solutions" / "99-fixture").mkdir(parents=True)
     shutil_copy(ROOT / "nbgrader_config.py", dest)
     shutil_copy(FIXTURE, dest / "solutions" / "99-fixture")
-    grading.nbgrader("generate_assignment", "99-fixture", "--force", cwd=dest)
+    nbgrader_cli.nbgrader("generate_assignment", "99-fixture", "--force", cwd=dest)
     return dest
 
 
@@ -654,28 +656,28 @@ def test_nbgrader_autograde_is_protected(tmp_path):
                 cell.source = answers[gid]
         return nb
 
-    grading.submit(course, "solved", "99-fixture", answered(**OK))
-    grading.submit(course, "cheater", "99-fixture", answered(**{**OK, "fx_scale": PATCH_CHECKS}))
+    nbgrader_cli.submit(course, "solved", "99-fixture", answered(**OK))
+    nbgrader_cli.submit(course, "cheater", "99-fixture", answered(**{**OK, "fx_scale": PATCH_CHECKS}))
     crashing = answered(**{**OK, "fx_grad": "import os\nos._exit(1)\n"})
     _forged_grade_cell(crashing)
-    grading.submit(course, "crasher", "99-fixture", crashing)
+    nbgrader_cli.submit(course, "crasher", "99-fixture", crashing)
     marked = answered(**OK)
     _hidden_markers_in_answer(marked)
-    grading.submit(course, "marker", "99-fixture", marked)
+    nbgrader_cli.submit(course, "marker", "99-fixture", marked)
     broken = course / "submitted" / "broken" / "99-fixture" / "99-fixture.ipynb"
     broken.parent.mkdir(parents=True)
     broken.write_text('{"cells": [')
     empty = course / "submitted" / "empty" / "99-fixture" / "99-fixture.ipynb"
     empty.parent.mkdir(parents=True)
     empty.write_bytes(b"")
-    log = grading.autograde(course, "99-fixture").stderr
-    assert "cheater: read this answer (course_utils.review): fx_scale: assigns to torch.Tensor.__eq__" in log
+    log = nbgrader_cli.autograde(course, "99-fixture").stderr
+    assert "cheater: read this answer (course_utils.grader.review): fx_scale: assigns to torch.Tensor.__eq__" in log
     assert "solved: read this answer" not in log
     # nothing else for the instructor to wade through: no checksum "changes" (the test cells are
     # rebuilt as the gradebook has them), no SQLAlchemy noise, no relative-root warning
     for noise in ("has changed!", "SAWarning", "is not absolute"):
         assert noise not in log, f"the autograde log says {noise!r}:\n{log}"
-    got = grading.scores(course, "99-fixture")
+    got = nbgrader_cli.scores(course, "99-fixture")
     assert got["solved"] == (5.0, 5.0)
     assert got["cheater"] == (3.0, 5.0)
     assert got["crasher"] == (3.0, 5.0)
@@ -696,9 +698,9 @@ def test_nbgrader_autograde_is_protected(tmp_path):
         assert f"{student}: the submitted file could not be read as a notebook (empty, truncated or not a notebook)" in log
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
         assert "could not be read as a notebook" in gb.find_comment("fx_scale", "99-fixture", "99-fixture", "broken").auto_comment
-    log = grading.nbgrader("generate_feedback", "99-fixture", "--force", cwd=course).stderr
+    log = nbgrader_cli.nbgrader("generate_feedback", "99-fixture", "--force", cwd=course).stderr
     assert "WARNING" not in log, log
-    feedback = grading.feedback(course, "99-fixture")
+    feedback = nbgrader_cli.feedback(course, "99-fixture")
     assert "is 0, expected" in feedback["cheater"]
     assert "marker" in feedback, "the feedback of an answer holding nbgrader's markers is written too"
     for student, page in feedback.items():
@@ -715,7 +717,7 @@ def test_folder_command_writes_grades_and_feedback(tmp_path):
     (folder / "eve.ipynb").write_bytes(b"not json")
     (folder / "mallory.ipynb").write_bytes(dumps(notebook(fx_scale=PATCH_CHECKS)))
     out = tmp_path / "out"
-    proc = subprocess.run([sys.executable, "-m", "course_utils.gradefolder", str(FIXTURE), str(folder), "--out", str(out),
+    proc = subprocess.run([sys.executable, "-m", "course_utils.grader.gradefolder", str(FIXTURE), str(folder), "--out", str(out),
                            "--jobs", "2", "--cell-seconds", "20"], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     rows = {r["student"]: r for r in csv.DictReader(open(out / "grades.csv"))}
@@ -738,37 +740,37 @@ def test_a_test_cell_without_grade_stops_grading(tmp_path):
     bad = tmp_path / "99-fixture.ipynb"
     nbformat.write(nb, bad)
     with pytest.raises(RuntimeError, match="never called grade"):
-        hardened.Reference(lessonfile.load_lesson(bad), LIMITS)
+        grade.Reference(lessonfile.load_lesson(bad), LIMITS)
 
 
 def test_a_limit_hit_in_the_lessons_own_cells_is_never_the_learners_zero():
     """The lesson's import cell running past the limit (as on a machine too busy to start Python)
     is graded again, then reported as not graded for the machine's sake, never as a score."""
     lesson = lessonfile.load_lesson(FIXTURE)
-    reference = hardened.Reference(lesson, LIMITS)
+    reference = grade.Reference(lesson, LIMITS)
     try:
         tight = Limits(**{**vars(LIMITS), "cell_seconds": 0.01})   # the lesson's first cell cannot meet it
         answers, notes = lessonfile.read_answers(dumps(notebook()), lesson)
-        result = hardened.grade_answers(lesson, reference, answers, notes, "ada", tight)
+        result = grade.grade_answers(lesson, reference, answers, notes, "ada", tight)
     finally:
         reference.close()
     assert result.overloaded, result.outcomes
     for o in result.outcomes.values():
-        assert o.score == 0 and o.message.startswith(hardened.OVERLOADED) and "before any answer ran" in o.message, o.message
+        assert o.score == 0 and o.message.startswith(grade.OVERLOADED) and "before any answer ran" in o.message, o.message
 
 
 def test_a_restarted_reference_judges_against_the_first_runs_peaks(monkeypatch):
     """The reference's memory peaks are measured once, in a known state: one started again later
     (after a learner's answer killed it, perhaps while a neighbour evicts the page cache) keeps them."""
     lesson = lessonfile.load_lesson(FIXTURE)
-    reference = hardened.Reference(lesson, LIMITS)
+    reference = grade.Reference(lesson, LIMITS)
     try:
         first = {gid: 10 ** 9 + i for i, gid in enumerate(reference.peaks)}   # as if measured then
         reference.peaks.update(first)
         reference.worker.kill()                                               # killed: judge() starts it again
         sent = []
-        send = hardened.Worker.send
-        monkeypatch.setattr(hardened.Worker, "send", lambda self, command, timeout: sent.append(command) or send(self, command, timeout))
+        send = grade.Worker.send
+        monkeypatch.setattr(grade.Worker, "send", lambda self, command, timeout: sent.append(command) or send(self, command, timeout))
         ok, message = reference.judge("fx_count_test", [0, 0, 3, 5])
         assert ok, message
         assert reference.peaks == first, "the restart measured new peaks and kept them"
@@ -778,10 +780,11 @@ def test_a_restarted_reference_judges_against_the_first_runs_peaks(monkeypatch):
 
 
 def test_the_judge_compares_with_the_reference_peak_it_is_given():
-    from course_utils import cellrunner, peakmemory
+    from course_utils import judging
+    from course_utils.grader import cellrunner
     session = cellrunner.Session("reference")
     seen = []
-    session.registry["g"] = (None, lambda got, want: seen.append(peakmemory.memory_peaks()), 111)
+    session.registry["g"] = (None, lambda got, want: seen.append(judging.memory_peaks()), 111)
     assert cellrunner.judge(session, "g", 1, peak=500, reference_peak=222)["ok"]
     assert cellrunner.judge(session, "g", 1, peak=500)["ok"]
     assert seen == [(500, 222), (500, 111)], "the grader's kept peak wins; the worker's own is the fallback"
@@ -790,15 +793,15 @@ def test_the_judge_compares_with_the_reference_peak_it_is_given():
 def test_the_references_peaks_do_not_depend_on_a_cold_page_cache():
     """A reference started just after the page cache was emptied (by a neighbour, by the machine)
     would count the files it reads in its peaks and judge leniently; it runs again, warm."""
-    from course_utils.peakmemory import measures_memory
+    from course_utils.grader.capabilities import measures_memory
     if not measures_memory():
         pytest.skip("needs the kernel's memory measurement: root, a memory cgroup")
     lesson = lessonfile.load_lesson(FIXTURE)
-    warm = hardened.Reference(lesson, LIMITS)
+    warm = grade.Reference(lesson, LIMITS)
     warm.close()
     subprocess.run(["sync"], check=True)
     Path("/proc/sys/vm/drop_caches").write_text("3")
-    cold = hardened.Reference(lesson, LIMITS)
+    cold = grade.Reference(lesson, LIMITS)
     cold.close()
     for gid, peak in warm.peaks.items():
         assert abs(cold.peaks[gid] - peak) < 8 * 2 ** 20, \

@@ -1,4 +1,4 @@
-"""course_utils.sandbox: limits are checked, a hung or dying worker is stopped and its death is
+"""course_utils.grader.worker: limits are checked, a hung or dying worker is stopped and its death is
 named, and every process it started goes with it."""
 
 import json
@@ -12,12 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from course_utils import isolation as isolation_module
-from course_utils import sandbox
-from course_utils.isolation import isolation
-from course_utils.sandbox import Limits, Worker, WorkerDied
+from course_utils.grader import capabilities, sandbox, worker
+from course_utils.grader.capabilities import isolation
+from course_utils.grader.worker import Limits, Worker, WorkerDied
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.slow
 
@@ -78,7 +77,7 @@ def test_the_sandbox_dies_with_the_grader():
     """A grader killed mid-run (Ctrl-C twice, OOM killer) leaves no learner code running."""
     if isolation() != "root":
         pytest.skip("looks for the sandbox's own uid: needs grading as root with util-linux unshare and setpriv")
-    code = ("from course_utils.sandbox import Worker, Limits\n"
+    code = ("from course_utils.grader.worker import Worker, Limits\n"
             "w = Worker('learner', Limits(), slot=42); w.start()\n"
             "w.proc.stdin.write(b'{\"op\": \"cell\", \"id\": 0, \"gid\": null, \"source\": \"while True: pass\"}\\n')\n"
             "w.proc.stdin.flush(); print('started', flush=True)\nimport time; time.sleep(120)\n")
@@ -101,7 +100,7 @@ def test_the_sandbox_dies_with_the_grader():
 LOOK_AROUND = """
 import os, socket, subprocess
 import course_utils
-from course_utils.judging import encode
+from course_utils.grader.protocol import encode
 import course_utils.judging as j
 seen = {"uid": os.getuid(), "course": sorted(os.listdir(%(root)r)), "tmp": sorted(os.listdir("/tmp")),
         "top": sorted(os.listdir("/"))}
@@ -167,12 +166,12 @@ def test_the_sandbox_hides_the_course_and_the_network(kind, monkeypatch):
     normal user's rights: root maps to itself)."""
     if isolation() != "root":
         pytest.skip("runs both kinds of sandbox as root: needs grading as root with util-linux unshare and setpriv")
-    monkeypatch.setattr(sandbox, "isolation", lambda: kind)
+    monkeypatch.setattr(worker, "isolation", lambda: kind)
     seen = look_around()
     assert seen["uid"] == (60077 if kind == "root" else 0), "root: a uid of its own; userns: root of its namespace only"
     assert "solutions" not in seen["course"] and "tests" not in seen["course"] and ".git" not in seen["course"]
     # A private /tmp: its work folder, and the read-only folders of a course checked out under /tmp.
-    kept_in_tmp = {Path(k).parts[2] for k in isolation_module._kept_paths() if Path(k).parts[1:2] == ("tmp",)}
+    kept_in_tmp = {Path(k).parts[2] for k in sandbox._kept_paths() if Path(k).parts[1:2] == ("tmp",)}
     assert seen["tmp"] == sorted({"work"} | kept_in_tmp), "a private /tmp"
     assert seen["net"] is False
     assert seen["pids"] <= 3, "the sandbox sees only its own processes"
@@ -181,8 +180,8 @@ def test_the_sandbox_hides_the_course_and_the_network(kind, monkeypatch):
     assert seen["unmounted"] is False and seen["nested_unmount"] is False and seen["remounted"] is False
     assert seen["still_mounted"] is True, "the learner's code cannot undo its file system"
     assert not (ROOT / "course_utils" / "planted.py").exists()
-    allowed = {*isolation_module.SYSTEM_DIRS, "dev", "proc", "sys", "tmp", "var",
-               *(Path(k).parts[1] for k in isolation_module._kept_paths())}
+    allowed = {*sandbox.SYSTEM_DIRS, "dev", "proc", "sys", "tmp", "var",
+               *(Path(k).parts[1] for k in sandbox._kept_paths())}
     assert set(seen["top"]) <= allowed, f"its file system is the allowlist only: {seen['top']}"
     assert "home" not in seen["top"] and "srv" not in seen["top"] and "run" not in seen["top"]
     assert seen["writable"] == [], f"nothing but /tmp and /dev/shm is writable: {seen['writable']}"
@@ -197,12 +196,12 @@ def test_both_sandboxes_build_here_and_run_this_python(kind):
         pytest.skip("the root sandbox needs root")
     if subprocess.run(["unshare", "--user", "--map-root-user", "true"], capture_output=True).returncode != 0:
         pytest.skip("user namespaces are not available on this machine")
-    assert isolation_module.sandbox_works(kind), isolation_module._why_none
+    assert capabilities.sandbox_works(kind), capabilities._why_none
 
 
 def test_only_the_environment_and_course_utils_are_carried_beside_the_system_folders():
-    kept = [Path(k) for k in isolation_module._kept_paths()]
-    system = [Path("/", d).resolve() for d in isolation_module.SYSTEM_DIRS]
+    kept = [Path(k) for k in sandbox._kept_paths()]
+    system = [Path("/", d).resolve() for d in sandbox.SYSTEM_DIRS]
     prefix = Path(sys.prefix).resolve()
     assert ROOT / "course_utils" in kept
     assert prefix in kept or any(prefix.is_relative_to(d) for d in system), "the environment is carried"
@@ -221,8 +220,8 @@ def test_a_normal_user_gets_the_userns_sandbox():
     else:
         home = Path(tempfile.mkdtemp(prefix="nobody-home-"))  # pytest's tmp_path is not open to other users
         os.chown(home, 65534, 65534)
-        code = ("import json, sys; sys.path.insert(0, %r); import test_sandbox as t; from course_utils import sandbox; "
-                "print(json.dumps({'kind': sandbox.isolation(), 'seen': t.look_around(forks=100)}))") % str(ROOT / "tests")
+        code = ("import json, sys; sys.path.insert(0, %r); import test_worker as t; from course_utils.grader.capabilities import isolation; "
+                "print(json.dumps({'kind': isolation(), 'seen': t.look_around(forks=100)}))") % str(ROOT / "tests" / "grader")
         as_nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--", sys.executable]
         check = subprocess.run([*as_nobody, "-c", "import sys, torch, course_utils; print(sys.prefix, sys.base_prefix)"],
                                capture_output=True, text=True, cwd=home, env={**os.environ, "HOME": str(home)})
@@ -249,28 +248,28 @@ def test_a_normal_user_gets_the_userns_sandbox():
 @pytest.fixture
 def fresh_isolation():
     """isolation() asked anew (it is cached per process), and asked anew again after the test."""
-    isolation_module.isolation.cache_clear()
+    capabilities.isolation.cache_clear()
     yield
-    isolation_module.isolation.cache_clear()
+    capabilities.isolation.cache_clear()
 
 
 @pytest.mark.skipif(any(shutil.which(t) is None for t in ("unshare", "setpriv", "pivot_root")),
                     reason="needs util-linux's unshare, setpriv and pivot_root")
 def test_a_sandbox_set_up_that_never_finishes_stops_grading(monkeypatch, fresh_isolation):
     """A busy machine that cannot build the probe sandbox in time never lowers the protection."""
-    monkeypatch.setattr(isolation_module, "PROBE_SECONDS", (0.01, 0.01))
-    with pytest.raises(isolation_module.SandboxUnavailable, match="did not finish in .* over 2 tries"):
+    monkeypatch.setattr(capabilities, "PROBE_SECONDS", (0.01, 0.01))
+    with pytest.raises(capabilities.SandboxUnavailable, match="did not finish in .* over 2 tries"):
         isolation()
 
 
 def test_a_failing_sandbox_set_up_grades_nothing_unless_the_instructor_accepts_it(monkeypatch, fresh_isolation):
-    monkeypatch.setattr(isolation_module, "setup_command", lambda *args: ["sh", "-c", "echo 'mount: permission denied' >&2; exit 32"])
+    monkeypatch.setattr(capabilities, "setup_command", lambda *args: ["sh", "-c", "echo 'mount: permission denied' >&2; exit 32"])
     assert isolation() == "none"
-    with pytest.raises(isolation_module.SandboxUnavailable, match="permission denied.*--sandbox optional"):
-        sandbox.check_sandbox(Limits())
-    with pytest.raises(isolation_module.SandboxUnavailable):
+    with pytest.raises(capabilities.SandboxUnavailable, match="permission denied.*--sandbox optional"):
+        worker.check_sandbox(Limits())
+    with pytest.raises(capabilities.SandboxUnavailable):
         Worker("learner", Limits(), slot=17).start()
-    assert "no sandbox here" in sandbox.check_sandbox(Limits(sandbox="optional"))
+    assert "no sandbox here" in worker.check_sandbox(Limits(sandbox="optional"))
     with Worker("learner", Limits(sandbox="optional"), slot=17) as w:  # asked for: limits only
         assert w.send(cell("x = 1"), 60)["error"] is None
     with pytest.raises(ValueError, match="sandbox"):
@@ -289,8 +288,8 @@ def test_time_limits_count_the_workers_own_time():
 
 
 def test_the_folder_command_grades_nothing_without_the_sandbox_unless_asked(monkeypatch, fresh_isolation, tmp_path):
-    from course_utils import gradefolder
-    monkeypatch.setattr(isolation_module, "setup_command", lambda *args: ["sh", "-c", "exit 32"])
+    from course_utils.grader import gradefolder
+    monkeypatch.setattr(capabilities, "setup_command", lambda *args: ["sh", "-c", "exit 32"])
     folder, out = tmp_path / "class", tmp_path / "out"
     folder.mkdir()
     fixture = ROOT / "tests" / "fixtures" / "99-fixture" / "99-fixture.ipynb"

@@ -1,7 +1,7 @@
-"""course_utils.feedback: what of a judge's message a learner may see, and the feedback page."""
+"""course_utils.grader.feedback: what of a judge's message a learner may see, and the feedback page."""
 
-from course_utils import feedback
-from course_utils.hardened import Outcome, Result
+from course_utils.grader import feedback
+from course_utils.grader.grade import Outcome, Result
 
 
 def test_strings_the_learners_process_made_up_are_not_quoted():

@@ -11,9 +11,9 @@ may be left "not graded".
 
 import pytest
 
-from course_utils import gradefolder
-from course_utils.grading import oversubscribed
-from test_hardened import CORPUS, FIXTURE, LIMITS, dumps, notebook
+from course_utils.grader import gradefolder
+from course_utils.authoring.nbgrader_cli import oversubscribed
+from test_grade import CORPUS, FIXTURE, LIMITS, dumps, notebook
 
 pytestmark = pytest.mark.slow
 

@@ -1,6 +1,6 @@
 """A static read of a submission's answers for the instructor: code that reaches outside its exercise.
 
-Scores never depend on it (course_utils.hardened decides them outside the learner's process); it
+Scores never depend on it (course_utils.grader.grade decides them outside the learner's process); it
 tells an instructor which submissions to open and read. An answer is flagged when it
 
 - imports a module that touches the process, files, network, the interpreter or the grading
@@ -45,9 +45,11 @@ MODULES = {
     "fcntl", "mmap", "asyncio", "concurrent", "unittest", "pytest", "_thread", "posix", "__main__",
     "linecache", "dis", "tracemalloc", "pdb", "bdb", "trace", "selectors", "select", "ssl", "ftplib", "smtplib",
 }
-# course_utils modules that grade or compare: the lesson's helpers (models, data, graph...) are fine
-GRADING_MODULES = {"judging", "checks", "grading", "hardened", "sandbox", "cellrunner", "release",
-                   "lessonfile", "autograde", "gradefolder", "isolation"}
+# What of course_utils an answer has no business importing: the grader and the authors' tools, by
+# package (every module in them, present and future), and the modules test cells call. The lessons'
+# helpers (models, data, graph, memory...) are fine.
+GRADING_PACKAGES = {"grader", "authoring"}
+TEST_MODULES = {"judging", "checks"}
 CALLS = {"exec", "eval", "compile", "__import__", "open", "globals", "vars", "locals", "get_ipython",
          "breakpoint", "input", "exit", "quit", "setattr", "delattr"}
 ATTRIBUTES = {"__globals__", "__builtins__", "__subclasses__", "__code__", "__closure__", "__bases__",
@@ -108,6 +110,9 @@ def _flags(tree: ast.Module, lesson_names: set[str], own_names: set[str]) -> lis
             found.add(f"calls {node.func.id}")
         elif isinstance(node, ast.Attribute) and node.attr in ATTRIBUTES:
             found.add(f"uses {node.attr}")
+        elif (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "course_utils"
+              and node.attr in GRADING_PACKAGES | TEST_MODULES):
+            found.add(f"uses course_utils.{node.attr}")
         elif isinstance(node, ast.Name) and node.id == "__builtins__":
             found.add(f"uses {node.id}")
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in DUNDERS:
@@ -249,8 +254,10 @@ def _module_flag(module: str, names=()) -> set[str]:
     if top in MODULES:
         return {f"imports {top}"}
     if top == "course_utils":
-        parts = set(rest.split(".")) | set(names)
-        hit = sorted(parts & GRADING_MODULES)
+        first = rest.split(".")[0]
+        if first:  # import course_utils.X..., from course_utils.X... import ...
+            return {f"imports {module}"} if first in GRADING_PACKAGES | TEST_MODULES else set()
+        hit = sorted(set(names) & (GRADING_PACKAGES | TEST_MODULES))  # from course_utils import X
         return {f"imports course_utils.{hit[0]}"} if hit else set()
     return set()
 
@@ -278,7 +285,7 @@ def lesson_names(lesson) -> tuple[set[str], dict[str, set[str]]]:
     {answer grade id: names its solution binds}). Variables the lesson assigns (x, model, loss) are
     left out: an answer may well reuse such a name.
 
-    Input: a course_utils.lessonfile.Lesson. Cells that do not parse are skipped."""
+    Input: a course_utils.grader.lessonfile.Lesson. Cells that do not parse are skipped."""
     shared, own = set(), {}
     for cell in lesson.cells:
         try:
@@ -295,7 +302,7 @@ def lesson_names(lesson) -> tuple[set[str], dict[str, set[str]]]:
 def review(lesson, answers: dict[str, str]) -> list[str]:
     """One line per flagged answer cell: "GRADE_ID: phrase, phrase" (instructors only; never feedback).
 
-    Inputs: a course_utils.lessonfile.Lesson and the submission's {grade id: source} (read_answers)."""
+    Inputs: a course_utils.grader.lessonfile.Lesson and the submission's {grade id: source} (read_answers)."""
     shared, own = lesson_names(lesson)
     lines = []
     for cell in lesson.answers:

@@ -1,4 +1,4 @@
-"""course_utils.peakmemory and the grader's use of it: peak memory measured by the kernel, from
+"""course_utils.grader.peakmemory and the grader's use of it: peak memory measured by the kernel, from
 outside the learner's process, where grading runs as root with a memory cgroup."""
 
 import os
@@ -7,11 +7,12 @@ import sys
 
 import pytest
 
-from course_utils import peakmemory
-from course_utils.cgroups import Cgroup
-from course_utils.peakmemory import PeakMemory
-from course_utils.peakmemory import measures_memory
-from course_utils.sandbox import Limits, Worker
+from course_utils import judging
+from course_utils.grader import peakmemory
+from course_utils.grader.cgroups import Cgroup
+from course_utils.grader.peakmemory import PeakMemory
+from course_utils.grader.capabilities import measures_memory
+from course_utils.grader.worker import Limits, Worker
 
 MB = 2 ** 20
 needs_cgroup = pytest.mark.skipif(not measures_memory(),
@@ -26,7 +27,7 @@ def test_nothing_measured_without_a_cgroup(tmp_path):
 
 
 def test_a_judge_sees_no_numbers_outside_the_grader():
-    assert peakmemory.memory_peaks() is None
+    assert judging.memory_peaks() is None
 
 
 def test_the_reference_takes_its_cgroup_from_the_environment_once(monkeypatch, tmp_path):

@@ -1,7 +1,7 @@
 """How long a grading worker has run on its own account: the clock its time limits are read from.
 
 On a shared machine the wall clock is not the learner's: with other work running, a cell that needs
-one second of CPU can take a minute. course_utils.sandbox reads a worker's time per command (one
+one second of CPU can take a minute. course_utils.grader.worker reads a worker's time per command (one
 cell, one judgement) from this clock instead:
 
     clock = Clock(pid, cgroup)       # the worker's outermost process, and its cgroup (or None)

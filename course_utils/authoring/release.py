@@ -1,4 +1,4 @@
-"""Rebuild what is generated from solutions/: `python -m course_utils.release [LESSON ...]`.
+"""Rebuild what is generated from solutions/: `python -m course_utils.authoring.release [LESSON ...]`.
 
 For each lesson (all by default): run the solution notebook top to bottom in a fresh kernel and
 save its outputs in place (nbval compares the tagged ones in CI, readers see the figures), then
@@ -15,7 +15,7 @@ from pathlib import Path
 import nbformat
 from nbclient import NotebookClient
 
-from course_utils.grading import lessons, nbgrader, notebook_path
+from course_utils.authoring.nbgrader_cli import lessons, nbgrader, notebook_path
 
 
 def execute_in_place(path: Path, timeout: int = 300) -> float:
