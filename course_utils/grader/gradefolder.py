@@ -18,19 +18,14 @@ graded because the machine was overloaded (their rows say so); grade them again.
 from __future__ import annotations
 
 import argparse
-import csv
-import dataclasses
 import math
-import os
-import re
-import secrets
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from course_utils.grader import feedback
 from course_utils.grader.lessonfile import MAX_SUBMISSION_BYTES, Lesson, load_lesson, read_answers
+from course_utils.grader.reports import BadInput, check_out, clean, clean_name, shown, write_reports
 from course_utils.grader.review import review
 from course_utils.grader.capabilities import SandboxUnavailable
 from course_utils.grader.worker import Limits, check_sandbox
@@ -44,44 +39,8 @@ EXIT_BAD_INPUT = 2     # nothing graded, nothing written
 EXIT_OVERLOADED = 3    # written, but some submissions were not graded: grade them again
 
 
-class BadInput(Exception):
-    """What the command was given cannot be graded: a one-line error, nothing written."""
-
-
 class ReferenceOverloaded(Exception):
     """The machine kept the lesson's reference run from finishing: nothing graded, grade again."""
-
-
-# ---------------------------------------------------------------------------------------------
-# Text that is safe to write: learner-controlled strings (file names, judges' messages quoting
-# their values, notes) may hold lone surrogates or control characters.
-
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")   # C0 and C1 controls except tab and newline
-_NAME_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-
-
-def clean(text) -> str:
-    """text as UTF-8 can always encode it: lone surrogates and control characters (tab and newline
-    stay) become backslash escapes."""
-    text = str(text).encode("utf-8", "backslashreplace").decode("utf-8")
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
-
-
-def clean_name(name: str) -> str:
-    """A learner's name (from a file name, decoded with surrogateescape) as it is written: bytes that
-    are not UTF-8 as \\xNN, control characters escaped; never '', '.' or '..'."""
-    try:
-        text = os.fsencode(name).decode("utf-8", "backslashreplace")
-    except UnicodeError:
-        text = str(name).encode("utf-8", "backslashreplace").decode("utf-8")
-    text = _NAME_CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text).replace("/", "\\x2f")
-    return text if text not in ("", ".", "..") else f"_{text}"
-
-
-def _shown(path) -> str:
-    """A path as an error message shows it: as given, and absolute when that says more."""
-    given, full = Path(path), Path(os.path.abspath(path))
-    return clean(given) if str(given) == str(full) else f"{clean(given)} ({clean(full)})"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -92,7 +51,7 @@ def find_submissions(folder: Path, lesson: str) -> dict[str, Path]:
     flat folder of FOLDER/student.ipynb."""
     folder = Path(folder)
     if not folder.is_dir():
-        raise BadInput(f"no folder {_shown(folder)}" if not folder.exists() else f"{_shown(folder)} is not a folder")
+        raise BadInput(f"no folder {shown(folder)}" if not folder.exists() else f"{shown(folder)} is not a folder")
     found = {p.parent.parent.name: p for p in sorted(folder.glob(f"*/{lesson}/{lesson}.ipynb"))}
     found.update({p.stem: p for p in sorted(folder.glob("*.ipynb")) if p.stem not in found})
     return found
@@ -106,60 +65,14 @@ def check_folder(folder: Path, lesson: str) -> dict[str, Path]:
     layout = f"FOLDER/STUDENT/{lesson}/{lesson}.ipynb (nbgrader's submitted/) or FOLDER/STUDENT.ipynb"
     if (folder / f"{lesson}.ipynb").is_file():
         instead = folder.parent.parent if folder.name == lesson else folder.parent
-        raise BadInput(f"{_shown(folder)} holds {lesson}.ipynb itself: it is one learner's submission, not a folder of "
-                       f"them; give the folder that holds every learner's, {_shown(instead)}? ({layout})")
+        raise BadInput(f"{shown(folder)} holds {lesson}.ipynb itself: it is one learner's submission, not a folder of "
+                       f"them; give the folder that holds every learner's, {shown(instead)}? ({layout})")
     if (folder / lesson / f"{lesson}.ipynb").is_file():
-        raise BadInput(f"{_shown(folder)} holds {lesson}/{lesson}.ipynb: it is one learner's folder, not a folder of "
-                       f"them; give the folder that holds every learner's, {_shown(folder.parent)}? ({layout})")
+        raise BadInput(f"{shown(folder)} holds {lesson}/{lesson}.ipynb: it is one learner's folder, not a folder of "
+                       f"them; give the folder that holds every learner's, {shown(folder.parent)}? ({layout})")
     if not submissions:
-        raise BadInput(f"no submissions of {lesson} in {_shown(folder)}: expected {layout}")
+        raise BadInput(f"no submissions of {lesson} in {shown(folder)}: expected {layout}")
     return submissions
-
-
-def header(lesson: Lesson) -> list[str]:
-    return ["student", "lesson", "score", "max_score", *[t.gid for t in lesson.tests], "reasons", "review"]
-
-
-def read_grades(out: Path, lesson: Lesson) -> list[list[str]]:
-    """The rows of an existing out/grades.csv (none if there is none), or BadInput if it is not one
-    of this lesson with the same test cells: a run never mixes lessons in one file."""
-    path = Path(out) / "grades.csv"
-    if not os.path.lexists(path):
-        return []
-    if not path.is_file():
-        raise BadInput(f"{_shown(path)} is not a file; give another --out")
-    try:
-        with open(path, encoding="utf-8-sig", errors="surrogateescape", newline="") as f:
-            rows = list(csv.reader(f))
-    except (OSError, csv.Error) as e:
-        raise BadInput(f"cannot read {_shown(path)} ({clean(e)}); move it away or give another --out") from None
-    want = header(lesson)
-    if not rows or rows[0] != want:
-        found = ",".join(rows[0]) if rows else "an empty file"
-        raise BadInput(f"{_shown(path)} is not a grades.csv of {lesson.name} with these test cells (its header is "
-                       f"{clean(found)[:200]}; {lesson.name}'s is {','.join(want)}): give another --out "
-                       f"rather than mixing them")
-    others = sorted({r[1] for r in rows[1:] if len(r) > 1 and r[1] != lesson.name})
-    if others:
-        raise BadInput(f"{_shown(path)} holds grades of {clean(', '.join(others))[:200]}, not only {lesson.name}: "
-                       f"give another --out rather than mixing them")
-    return rows[1:]
-
-
-def check_out(out: Path, lesson: Lesson) -> None:
-    """BadInput unless out is (or can be made) a folder this run can write into, holding no
-    grades.csv of another lesson."""
-    out = Path(out)
-    if os.path.lexists(out) and not out.is_dir():
-        raise BadInput(f"--out {_shown(out)} is not a folder")
-    existing = Path(os.path.abspath(out))
-    while not existing.exists():
-        existing = existing.parent
-    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
-        raise BadInput(f"cannot write into {_shown(existing)} (for --out {clean(out)})")
-    if (out / "feedback").exists() and not (out / "feedback").is_dir():
-        raise BadInput(f"{_shown(out / 'feedback')} is not a folder; give another --out")
-    read_grades(out, lesson)
 
 
 def lesson_source(lesson: str, course: Path) -> Path:
@@ -168,13 +81,13 @@ def lesson_source(lesson: str, course: Path) -> Path:
     if lesson.endswith(".ipynb"):
         source = Path(lesson)
         if not source.is_file():
-            raise BadInput(f"no instructor notebook {_shown(source)}")
+            raise BadInput(f"no instructor notebook {shown(source)}")
         return source
     source = Path(course) / "solutions" / lesson / f"{lesson}.ipynb"
     if "/" in lesson or lesson in ("", ".", "..") or not source.is_file():
         names = sorted(p.parent.name for p in Path(course).glob("solutions/*/*.ipynb") if p.stem == p.parent.name)
-        raise BadInput(f"no lesson {clean(lesson)!r} (no {_shown(source)})"
-                       + (f"; the lessons are {', '.join(names)}" if names else f"; is {_shown(course)} the course's folder?"))
+        raise BadInput(f"no lesson {clean(lesson)!r} (no {shown(source)})"
+                       + (f"; the lessons are {', '.join(names)}" if names else f"; is {shown(course)} the course's folder?"))
     return source
 
 
@@ -182,9 +95,9 @@ def read_lesson(source: Path) -> Lesson:
     try:
         lesson = load_lesson(source)
     except Exception as e:  # noqa: BLE001 - not a notebook, not an nbgrader source: bad input, said in one line
-        raise BadInput(f"cannot read the lesson {_shown(source)}: {_one_line(e)}") from None
+        raise BadInput(f"cannot read the lesson {shown(source)}: {_one_line(e)}") from None
     if not lesson.tests:
-        raise BadInput(f"{_shown(source)} has no test cells (nbgrader's autograder tests): nothing to grade")
+        raise BadInput(f"{shown(source)} has no test cells (nbgrader's autograder tests): nothing to grade")
     return lesson
 
 
@@ -253,74 +166,6 @@ def grade_submissions(lesson: Lesson, submissions: dict[str, Path], jobs: int, l
             return list(pool.map(one, enumerate(sorted(submissions.items()))))
     finally:
         reference.close()
-
-
-def cleaned(result: Result) -> Result:
-    """A copy of result whose every string can be written."""
-    return dataclasses.replace(
-        result, student=clean_name(result.student), lesson=clean(result.lesson),
-        outcomes={gid: dataclasses.replace(o, message=clean(o.message)) for gid, o in result.outcomes.items()},
-        notes=[clean(n) for n in result.notes], review=[clean(r) for r in result.review])
-
-
-def row(result: Result, tests: list[str]) -> list[str]:
-    r = cleaned(result)
-    reasons = [f"{gid}: {o.message}" for gid, o in r.outcomes.items() if o.message] + r.notes
-    return [r.student, r.lesson, f"{r.score:g}", f"{r.points:g}",
-            *[f"{r.outcomes[g].score:g}" if g in r.outcomes else "" for g in tests],
-            " | ".join(reasons), " | ".join(r.review)]
-
-
-def write_reports(results: list[Result], lesson: Lesson, out: Path) -> None:
-    """Merge results into out/grades.csv (their learners' rows replaced, the others kept) and write
-    each one's feedback page. Everything is prepared first, then written to temporary files that are
-    renamed into place: an error on the way leaves what was there as it was."""
-    out = Path(out)
-    tests = [t.gid for t in lesson.tests]
-    kept = read_grades(out, lesson)
-    new = {}
-    for r in results:
-        line = row(r, tests)
-        new[line[0]] = line
-    rows = [r for r in kept if r and r[0] not in new] + list(new.values())
-    rows.sort(key=lambda r: r[0])
-    pages = {out / "feedback" / clean_name(r.student) / f"{clean_name(r.lesson)}.html": clean(feedback.page(cleaned(r)))
-             for r in results}
-
-    written: list[tuple[Path, Path]] = []   # (temporary file, its place)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        for path, text in pages.items():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            written.append((_write_new(path, lambda f, text=text: f.write(text)), path))
-
-        def write_csv(f):
-            w = csv.writer(f)
-            w.writerow(header(lesson))
-            w.writerows(rows)
-        written.append((_write_new(out / "grades.csv", write_csv), out / "grades.csv"))
-        for tmp, path in written:
-            os.replace(tmp, path)
-    finally:
-        for tmp, _ in written:
-            if os.path.lexists(tmp):
-                os.unlink(tmp)
-
-
-def _write_new(path: Path, write) -> Path:
-    """A new temporary file beside path (mode as the umask says) holding what write(f) wrote, on disk."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-    try:
-        # surrogateescape: kept rows of grades.csv go back byte for byte; new text is clean already
-        with open(tmp, "x", encoding="utf-8", errors="surrogateescape", newline="") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-    except BaseException:
-        if os.path.lexists(tmp):
-            os.unlink(tmp)
-        raise
-    return tmp
 
 
 # ---------------------------------------------------------------------------------------------

@@ -17,13 +17,13 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from course_utils.grader import gradefolder, grade, lessonfile
+from course_utils.grader import gradefolder, grade, lessonfile, reports
 from course_utils.grader.grade import OVERLOADED, Outcome, Result
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests" / "fixtures" / "99-fixture" / "99-fixture.ipynb"
 LESSON = lessonfile.load_lesson(FIXTURE)
-HEADER = gradefolder.header(LESSON)
+HEADER = reports.header(LESSON)
 OK = {"fx_scale": "def scale(x, k):\n    return x * k\n",
       "fx_grad": "def square_grad(x):\n    return 2 * x\n",
       "fx_count": "def count_positive(xs):\n    return sum(1 for v in xs if v > 0)\n"}
@@ -229,8 +229,8 @@ def test_an_error_while_writing_changes_nothing(tmp_path, monkeypatch):
         (tmp_path / "class" / f"{student}.ipynb").write_bytes(submission())
     write_class(tmp_path / "out")
     stub_grading(monkeypatch)
-    real = gradefolder.feedback.page
-    monkeypatch.setattr(gradefolder.feedback, "page", lambda r: real(r) if r.student != "eve" else 1 / 0)
+    real = reports.feedback.page
+    monkeypatch.setattr(reports.feedback, "page", lambda r: real(r) if r.student != "eve" else 1 / 0)
     before = snapshot(tmp_path)
     with pytest.raises(ZeroDivisionError):
         gradefolder.grade_folder(FIXTURE, tmp_path / "class", tmp_path / "out", jobs=1)

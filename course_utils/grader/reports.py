@@ -1,0 +1,178 @@
+"""What the folder grader writes, and how it never loses what was there: grades.csv and feedback pages.
+
+    check_out(out, lesson)                 # BadInput unless out can take this lesson's grades
+    write_reports(results, lesson, out)    # merge into out/grades.csv, write out/feedback/STUDENT/LESSON.html
+
+grades.csv has a row per learner: student, lesson, score, max_score, a column per test cell, the
+reasons for every lost point and course_utils.grader.review's flags (for the instructor only). A run
+merges into an existing grades.csv of the same lesson (rows of the learners graded now are
+replaced, the others kept); a grades.csv of another lesson or other test cells is BadInput. Every
+file is written to a temporary file and renamed into place once everything is prepared, so an
+error on the way leaves what was there as it was. Learner-controlled text (file names, judges'
+messages quoting their values, notes) may hold lone surrogates or control characters: clean() and
+clean_name() make it writable.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import os
+import re
+import secrets
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from course_utils.grader import feedback
+from course_utils.grader.lessonfile import Lesson
+
+if TYPE_CHECKING:
+    from course_utils.grader.grade import Result
+
+
+class BadInput(Exception):
+    """What the command was given cannot be graded: a one-line error, nothing written."""
+
+
+# their values, notes) may hold lone surrogates or control characters.
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")   # C0 and C1 controls except tab and newline
+_NAME_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def clean(text) -> str:
+    """text as UTF-8 can always encode it: lone surrogates and control characters (tab and newline
+    stay) become backslash escapes."""
+    text = str(text).encode("utf-8", "backslashreplace").decode("utf-8")
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+def clean_name(name: str) -> str:
+    """A learner's name (from a file name, decoded with surrogateescape) as it is written: bytes that
+    are not UTF-8 as \\xNN, control characters escaped; never '', '.' or '..'."""
+    try:
+        text = os.fsencode(name).decode("utf-8", "backslashreplace")
+    except UnicodeError:
+        text = str(name).encode("utf-8", "backslashreplace").decode("utf-8")
+    text = _NAME_CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text).replace("/", "\\x2f")
+    return text if text not in ("", ".", "..") else f"_{text}"
+
+
+def shown(path) -> str:
+    """A path as an error message shows it: as given, and absolute when that says more."""
+    given, full = Path(path), Path(os.path.abspath(path))
+    return clean(given) if str(given) == str(full) else f"{clean(given)} ({clean(full)})"
+
+
+def header(lesson: Lesson) -> list[str]:
+    return ["student", "lesson", "score", "max_score", *[t.gid for t in lesson.tests], "reasons", "review"]
+
+
+def read_grades(out: Path, lesson: Lesson) -> list[list[str]]:
+    """The rows of an existing out/grades.csv (none if there is none), or BadInput if it is not one
+    of this lesson with the same test cells: a run never mixes lessons in one file."""
+    path = Path(out) / "grades.csv"
+    if not os.path.lexists(path):
+        return []
+    if not path.is_file():
+        raise BadInput(f"{shown(path)} is not a file; give another --out")
+    try:
+        with open(path, encoding="utf-8-sig", errors="surrogateescape", newline="") as f:
+            rows = list(csv.reader(f))
+    except (OSError, csv.Error) as e:
+        raise BadInput(f"cannot read {shown(path)} ({clean(e)}); move it away or give another --out") from None
+    want = header(lesson)
+    if not rows or rows[0] != want:
+        found = ",".join(rows[0]) if rows else "an empty file"
+        raise BadInput(f"{shown(path)} is not a grades.csv of {lesson.name} with these test cells (its header is "
+                       f"{clean(found)[:200]}; {lesson.name}'s is {','.join(want)}): give another --out "
+                       f"rather than mixing them")
+    others = sorted({r[1] for r in rows[1:] if len(r) > 1 and r[1] != lesson.name})
+    if others:
+        raise BadInput(f"{shown(path)} holds grades of {clean(', '.join(others))[:200]}, not only {lesson.name}: "
+                       f"give another --out rather than mixing them")
+    return rows[1:]
+
+
+def check_out(out: Path, lesson: Lesson) -> None:
+    """BadInput unless out is (or can be made) a folder this run can write into, holding no
+    grades.csv of another lesson."""
+    out = Path(out)
+    if os.path.lexists(out) and not out.is_dir():
+        raise BadInput(f"--out {shown(out)} is not a folder")
+    existing = Path(os.path.abspath(out))
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+        raise BadInput(f"cannot write into {shown(existing)} (for --out {clean(out)})")
+    if (out / "feedback").exists() and not (out / "feedback").is_dir():
+        raise BadInput(f"{shown(out / 'feedback')} is not a folder; give another --out")
+    read_grades(out, lesson)
+
+
+def cleaned(result: Result) -> Result:
+    """A copy of result whose every string can be written."""
+    return dataclasses.replace(
+        result, student=clean_name(result.student), lesson=clean(result.lesson),
+        outcomes={gid: dataclasses.replace(o, message=clean(o.message)) for gid, o in result.outcomes.items()},
+        notes=[clean(n) for n in result.notes], review=[clean(r) for r in result.review])
+
+
+def row(result: Result, tests: list[str]) -> list[str]:
+    r = cleaned(result)
+    reasons = [f"{gid}: {o.message}" for gid, o in r.outcomes.items() if o.message] + r.notes
+    return [r.student, r.lesson, f"{r.score:g}", f"{r.points:g}",
+            *[f"{r.outcomes[g].score:g}" if g in r.outcomes else "" for g in tests],
+            " | ".join(reasons), " | ".join(r.review)]
+
+
+def write_reports(results: list[Result], lesson: Lesson, out: Path) -> None:
+    """Merge results into out/grades.csv (their learners' rows replaced, the others kept) and write
+    each one's feedback page. Everything is prepared first, then written to temporary files that are
+    renamed into place: an error on the way leaves what was there as it was."""
+    out = Path(out)
+    tests = [t.gid for t in lesson.tests]
+    kept = read_grades(out, lesson)
+    new = {}
+    for r in results:
+        line = row(r, tests)
+        new[line[0]] = line
+    rows = [r for r in kept if r and r[0] not in new] + list(new.values())
+    rows.sort(key=lambda r: r[0])
+    pages = {out / "feedback" / clean_name(r.student) / f"{clean_name(r.lesson)}.html": clean(feedback.page(cleaned(r)))
+             for r in results}
+
+    written: list[tuple[Path, Path]] = []   # (temporary file, its place)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        for path, text in pages.items():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            written.append((_write_new(path, lambda f, text=text: f.write(text)), path))
+
+        def write_csv(f):
+            w = csv.writer(f)
+            w.writerow(header(lesson))
+            w.writerows(rows)
+        written.append((_write_new(out / "grades.csv", write_csv), out / "grades.csv"))
+        for tmp, path in written:
+            os.replace(tmp, path)
+    finally:
+        for tmp, _ in written:
+            if os.path.lexists(tmp):
+                os.unlink(tmp)
+
+
+def _write_new(path: Path, write) -> Path:
+    """A new temporary file beside path (mode as the umask says) holding what write(f) wrote, on disk."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    try:
+        # surrogateescape: kept rows of grades.csv go back byte for byte; new text is clean already
+        with open(tmp, "x", encoding="utf-8", errors="surrogateescape", newline="") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+    except BaseException:
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
+        raise
+    return tmp
