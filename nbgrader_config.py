@@ -10,6 +10,9 @@ import warnings
 
 from sqlalchemy.exc import SAWarning
 
+from course_utils.grader.lessonfile import STUB
+from course_utils.grader.worker import Limits
+
 c = get_config()  # noqa: F821  (injected by traitlets when nbgrader loads this file)
 
 # nbgrader 0.9.6 builds a submission's rows through backrefs, which SQLAlchemy 2 no longer adds to
@@ -26,9 +29,7 @@ c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedb
 
 # What a learner sees in place of a solution. The error names the exercise cell, so a learner
 # running the untouched notebook knows at once that it is "not attempted yet", not broken.
-c.ClearSolutions.code_stub = {
-    "python": '# YOUR CODE HERE\nraise NotImplementedError("Exercise not attempted yet: replace this line with your code")'
-}
+c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\n" + STUB}   # the grader recognises the same line
 c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
 
 # Grading runs learners' code, so `nbgrader autograde` does not run it in nbgrader's own kernel:
@@ -55,14 +56,14 @@ c.Autograde.sanitize_preprocessors = [SanitizeSubmission, ClearOutput, Deduplica
                                       OverwriteCells, CheckCellMetadata]
 c.Autograde.autograde_preprocessors = [HardenedExecute, IgnorePattern, ClearMetadataPreprocessor, LimitOutput,
                                        SaveAutoGrades, SaveReasons, AssignLatePenalties, CheckCellMetadata]
-# Time limits count the learner's code's own time, not the wall clock of a busy machine (see
-# course_utils.grader.worker.Limits, which holds the defaults: 60 s per cell, 600 s per notebook). Where the
+# Time limits count the learner's code's own time, not the wall clock of a busy machine; their
+# defaults (per cell, per notebook) are course_utils.grader.worker.Limits'. Where the
 # machine cannot give the sandbox, grading stops; to accept resource limits only there:
 # c.HardenedExecute.sandbox = "optional"
 # Feedback shows each test's outcome, never the hidden tests' code.
 c.GenerateFeedback.preprocessors = [GetGrades, HideTestsInFeedback, CSSHTMLHeaderPreprocessor]
 # `nbgrader validate` and the Validate button run the student's own notebook in a normal kernel.
-c.Execute.timeout = 60
+c.Execute.timeout = int(Limits().cell_seconds)   # the grader's limit per cell: Validate stops a cell where grading would
 c.Execute.interrupt_on_timeout = True
 c.Execute.allow_errors = True
 # Huge outputs (a print in a loop) are cut, so feedback stays readable.

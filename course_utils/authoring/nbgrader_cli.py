@@ -23,7 +23,8 @@ from pathlib import Path
 
 import nbformat
 
-_MARKERS = re.compile(r"^\s*### (BEGIN|END) SOLUTION\s*$")
+from course_utils.grader.lessonfile import SOLUTION_MARKERS
+
 
 
 def lessons(root: Path, graded: bool = False) -> list[str]:
@@ -87,7 +88,7 @@ def solved(course: Path, name: str) -> nbformat.NotebookNode:
     for cell in release.cells:
         grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
         if cell.metadata.get("nbgrader", {}).get("solution") and grade_id in answers:
-            cell.source = "\n".join(line for line in answers[grade_id].splitlines() if not _MARKERS.match(line))
+            cell.source = "\n".join(line for line in answers[grade_id].splitlines() if not SOLUTION_MARKERS.match(line))
     return release
 
 

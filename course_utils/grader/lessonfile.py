@@ -15,7 +15,7 @@ from pathlib import Path
 
 MAX_SUBMISSION_BYTES = 50 * 2 ** 20   # a lesson's notebook with its figures is well under 10 MB
 STUB = 'raise NotImplementedError("Exercise not attempted yet: replace this line with your code")'
-_SOLUTION_MARKERS = re.compile(r"^\s*### (BEGIN|END) SOLUTION\s*$")
+SOLUTION_MARKERS = re.compile(r"^\s*### (BEGIN|END) SOLUTION\s*$")
 
 
 @dataclass
@@ -58,7 +58,7 @@ def load_lesson(path: Path) -> Lesson:
         if meta.get("solution"):
             if meta.get("grade"):
                 raise ValueError(f"{path}: cell {gid} is both an answer and a test; the grader needs them apart")
-            source = "\n".join(l for l in c.source.splitlines() if not _SOLUTION_MARKERS.match(l))
+            source = "\n".join(l for l in c.source.splitlines() if not SOLUTION_MARKERS.match(l))
             cells.append(Cell("answer", source, gid))
             last_answer = gid
         elif meta.get("grade"):

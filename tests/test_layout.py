@@ -1,0 +1,154 @@
+"""course_utils' layout holds: what notebooks import at the top, the grader in grader/, the authors'
+tools in authoring/; the import graph has no cycle and points one way; no module writes another's
+globals except through the documented hook; a plain (non-editable) install ships every subpackage;
+each grading constant is read from its one place."""
+
+import ast
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "course_utils"
+# The one place where a module sets another module's global: the grader's session, which
+# course_utils.judging documents as its hook (grade() and memory_peaks() read it).
+HOOKS = {("course_utils.grader.cellrunner", "course_utils.judging", "session")}
+
+
+def modules() -> dict[str, Path]:
+    """{dotted name: file} for every module of the package (packages by their __init__.py)."""
+    found = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return found
+
+
+MODULES = modules()
+
+
+def imports(name: str) -> dict[str, str]:
+    """{local name: course_utils module} for every import of a course_utils module in `name`'s file,
+    function-level imports included (they are imports all the same)."""
+    tree = ast.parse(MODULES[name].read_text())
+    bound = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name.startswith("course_utils"):
+                    bound[a.asname or a.name] = a.name
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("course_utils"):
+            for a in node.names:
+                target = f"{node.module}.{a.name}"
+                bound[a.asname or a.name] = target if target in MODULES else node.module
+    return bound
+
+
+GRAPH = {name: {m for m in imports(name).values() if m != name and m in MODULES} for name in MODULES}
+
+
+def test_the_layout_is_what_readme_and_the_package_docstrings_say():
+    top = {n.split(".")[1] for n in MODULES if n.count(".") == 1}
+    assert {"grader", "authoring", "judging", "checks", "timing", "devices", "models", "graph", "memory"} <= top
+    for sub in ("grader", "authoring"):
+        docstring = ast.get_docstring(ast.parse(MODULES[f"course_utils.{sub}"].read_text()), clean=False)
+        listed = {line.split()[0] for line in docstring.splitlines() if line.startswith(" ") and line.strip()}
+        for name in MODULES:
+            if name.startswith(f"course_utils.{sub}."):
+                assert name.rsplit(".", 1)[1] in listed, f"course_utils/{sub}/__init__.py does not list {name}"
+
+
+def test_the_import_graph_has_no_cycle():
+    done, active = set(), []
+
+    def visit(name):
+        if name in active:
+            cycle = active[active.index(name):] + [name]
+            pytest.fail("import cycle: " + " -> ".join(cycle))
+        if name in done:
+            return
+        active.append(name)
+        for other in sorted(GRAPH[name]):
+            visit(other)
+        active.pop()
+        done.add(name)
+
+    for name in sorted(GRAPH):
+        visit(name)
+
+
+def test_imports_point_one_way():
+    """Notebooks' modules never import the grader or the authoring tools; the grader never imports the
+    authoring tools (which drive it from outside)."""
+    for name, targets in GRAPH.items():
+        for target in targets:
+            if not name.startswith(("course_utils.grader", "course_utils.authoring")):
+                assert not target.startswith(("course_utils.grader", "course_utils.authoring")), \
+                    f"{name} (what notebooks import) imports {target}"
+            if name.startswith("course_utils.grader"):
+                assert not target.startswith("course_utils.authoring"), f"{name} imports {target}"
+
+
+def test_no_module_writes_another_modules_globals_but_the_documented_hook():
+    for name in MODULES:
+        bound = imports(name)
+        for node in ast.walk(ast.parse(MODULES[name].read_text())):
+            targets = node.targets if isinstance(node, ast.Assign) else \
+                [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else []
+            for t in targets:
+                if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and bound.get(t.value.id) in MODULES:
+                    assert (name, bound[t.value.id], t.attr) in HOOKS, \
+                        f"{name} sets {bound[t.value.id]}.{t.attr}: not a documented hook"
+
+
+def test_each_grading_constant_is_read_from_its_one_place():
+    from nbgrader.preprocessors import ClearSolutions
+    from traitlets.config import Config
+
+    from course_utils.grader import gradefolder, preprocessors
+    from course_utils.grader.lessonfile import STUB
+    from course_utils.grader.worker import Limits
+
+    config = Config()
+    namespace = {"get_config": lambda: config, "__file__": str(ROOT / "nbgrader_config.py")}
+    exec(compile((ROOT / "nbgrader_config.py").read_text(), "nbgrader_config.py", "exec"), namespace)
+    limits = Limits()
+    assert config.Execute.timeout == limits.cell_seconds, "Validate's time limit per cell is the grader's"
+    assert STUB in config.ClearSolutions.code_stub["python"], "the released stub is the line the grader recognises"
+    assert ClearSolutions  # the class the stub configures exists in this nbgrader
+    traits = preprocessors.HardenedExecute.class_traits()
+    assert traits["cell_seconds"].default_value == limits.cell_seconds
+    assert traits["notebook_seconds"].default_value == limits.notebook_seconds
+    assert gradefolder.DEFAULTS == limits
+    for path in [*MODULES.values(), ROOT / "nbgrader_config.py"]:
+        text = path.read_text()
+        if path.name != "lessonfile.py":
+            assert "Exercise not attempted yet" not in text, f"{path} repeats the stub's text"
+            assert "(BEGIN|END) SOLUTION" not in text, f"{path} repeats the solution-marker pattern"
+
+
+@pytest.mark.slow
+def test_a_plain_install_ships_the_grader_and_the_authoring_tools(tmp_path):
+    """`pip install .` (not editable) from a copy of the package: every module of every subpackage is
+    in the installed course_utils, and course_utils.grader imports from there."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "pyproject.toml").write_text((ROOT / "pyproject.toml").read_text())
+    subprocess.run(["cp", "-r", str(PACKAGE), str(src / "course_utils")], check=True)
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+                    "-w", str(tmp_path / "dist"), str(src)], check=True, capture_output=True)
+    venv.create(tmp_path / "env", with_pip=True)
+    python = tmp_path / "env" / "bin" / "python"
+    wheel = next((tmp_path / "dist").glob("course_utils-*.whl"))
+    subprocess.run([str(python), "-m", "pip", "install", "--no-deps", "-q", str(wheel)], check=True, capture_output=True)
+    code = ("import pathlib, course_utils, course_utils.grader.lessonfile, course_utils.authoring; "
+            "root = pathlib.Path(course_utils.__file__).parent; "
+            "print('\\n'.join(str(p.relative_to(root)) for p in root.rglob('*.py')))")
+    out = subprocess.run([str(python), "-c", code], check=True, capture_output=True, text=True, cwd=tmp_path)
+    installed = set(out.stdout.split())
+    assert "grader/lessonfile.py" in installed
+    wanted = {str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py")}
+    assert wanted <= installed, f"missing from the installed package: {sorted(wanted - installed)}"
