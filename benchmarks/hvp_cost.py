@@ -19,10 +19,11 @@ import argparse
 import os
 import platform
 import sys
-import time
 
 import torch
 from torch.func import grad, hessian, jvp
+
+from course_utils.timing import fastest_seconds
 
 
 def tanh_net_loss(h: int, device: torch.device, n: int = 256, d: int = 16):
@@ -39,25 +40,10 @@ def tanh_net_loss(h: int, device: torch.device, n: int = 256, d: int = 16):
     return p, loss
 
 
-def fastest_time(fn, device: torch.device, repeats: int = 15, budget: float = 1.0) -> float:
-    """The fastest of up to `repeats` calls to fn() (at least 3; no new call after `budget` s), in seconds.
-
-    One warm-up call first. The fastest call is what the computation costs when nothing else gets in
-    the way: on a shared machine a median also counts the moments another program had the CPU.
-    """
-    def sync():
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-
-    fn()
-    sync()
-    times, begin = [], time.perf_counter()
-    while len(times) < repeats and (len(times) < 3 or time.perf_counter() - begin < budget):
-        start = time.perf_counter()
-        fn()
-        sync()
-        times.append(time.perf_counter() - start)
-    return min(times)
+def fastest_time(fn, device: torch.device) -> float:
+    """Lesson 07's timing: the fastest of up to 15 calls after one warm-up, no new call after 1 s
+    (course_utils.timing.fastest_seconds)."""
+    return fastest_seconds(fn, repeat=15, warmup=1, budget=1.0, device=device)
 
 
 def sweep(device: torch.device, widths: list[int], hessian_up_to: int) -> list[tuple]:

@@ -7,7 +7,7 @@ What notebooks import (this folder):
     circuits    the circuit diagrams of lessons 01-02, static and interactive
     valuegraph  draw a micrograd-style scalar graph (data and grad on each value), lesson 02
     memory      activation memory measured: saved-tensor accounting (any device), CUDA peak statistics
-    timing      the median time of a function, the same way in every lesson and benchmark
+    timing      the fastest of a few calls of a function, the same way in every lesson and benchmark
     data        small data sets made on the spot: no downloads
     doctor      is this machine ready? one-line fixes (bash course.sh doctor, lesson 00)
     progress    a progress line on stdout for long cells (never stderr: graded cells stay clean)

@@ -28,7 +28,7 @@ def test_every_module_of_the_grader_and_the_authoring_tools_is_in_reach(module):
 
 
 def test_the_lessons_helpers_are_not_flagged():
-    for name in ("devices", "models", "graph", "memory", "data", "circuits", "valuegraph", "parallel", "progress"):
+    for name in ("devices", "models", "graph", "memory", "data", "circuits", "valuegraph", "parallel", "progress", "timing"):
         assert flags(f"from course_utils.{name} import x") == [] and flags(f"import course_utils.{name}") == []
 
 
