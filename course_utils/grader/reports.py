@@ -8,8 +8,8 @@ reasons for every lost point and course_utils.grader.review's flags (for the ins
 merges into an existing grades.csv of the same lesson (rows of the learners graded now are
 replaced, the others kept); a grades.csv of another lesson or other test cells is BadInput. Every
 file is written to a temporary file and renamed into place once everything is prepared, so an
-error on the way leaves what was there as it was. Learner-controlled text (file names, judges'
-messages quoting their values, notes) may hold lone surrogates or control characters: clean() and
+error while writing leaves what was there as it was (a failing rename leaves grades.csv as it
+was). Learner-controlled text (file names, judges' messages quoting their values, notes) may hold lone surrogates or control characters: clean() and
 clean_name() make it writable.
 """
 
@@ -129,7 +129,8 @@ def row(result: Result, tests: list[str]) -> list[str]:
 def write_reports(results: list[Result], lesson: Lesson, out: Path) -> None:
     """Merge results into out/grades.csv (their learners' rows replaced, the others kept) and write
     each one's feedback page. Everything is prepared first, then written to temporary files that are
-    renamed into place: an error on the way leaves what was there as it was."""
+    renamed into place: an error while preparing or writing leaves what was there as it was. The
+    renames come last, grades.csv's the very last, so a failing rename leaves grades.csv as it was."""
     out = Path(out)
     tests = [t.gid for t in lesson.tests]
     kept = read_grades(out, lesson)
