@@ -9,8 +9,8 @@ merges into an existing grades.csv of the same lesson (rows of the learners grad
 replaced, the others kept); a grades.csv of another lesson or other test cells is BadInput. Every
 file is written to a temporary file and renamed into place once everything is prepared, so an
 error while writing leaves what was there as it was (a failing rename leaves grades.csv as it
-was). Learner-controlled text (file names, judges' messages quoting their values, notes) may hold lone surrogates or control characters: clean() and
-clean_name() make it writable.
+was). Learner-controlled text (file names, judges' messages quoting their values, notes) may
+hold lone surrogates or control characters: clean() and clean_name() make it writable.
 """
 
 from __future__ import annotations
