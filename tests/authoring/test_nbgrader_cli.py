@@ -1,4 +1,4 @@
-"""course_utils.authoring.nbgrader_cli: the parts that need no nbgrader run (the pipeline is tests/test_nbgrader.py)."""
+"""course_utils.authoring.nbgrader_cli: the parts that need no nbgrader run (the pipeline is tests/grader/test_preprocessors.py)."""
 
 import pytest
 

@@ -7,7 +7,7 @@ instructor (`COURSE_ROLE=instructor bash course.sh lab`), and nbgrader's Validat
 - Validate on a solved notebook reports success; on the untouched student notebook it fails and
   the failing cells it lists call every exercise by name. By default this runs for the first
   lesson with exercises (the grading of every lesson is tested through nbgrader's CLI in
-  tests/test_nbgrader.py); `--browser-all` presses Validate in every lesson.
+  tests/grader/test_preprocessors.py); `--browser-all` presses Validate in every lesson.
 """
 
 import json
