@@ -2,469 +2,221 @@
 
 Every submission is a version of the fixture lesson (tests/fixtures/99-fixture: exercises scale
 2 points, square_grad 2 points, count_positive 1 point) and states what it must score, exercise by
-exercise, and words the reason must contain. Cheats, crashes, floods and broken files are graded by
-course_utils.grader.grade with one reference run; the last tests drive the same grader through
-`nbgrader autograde` and through `python -m course_utils.grader.gradefolder` on a folder.
+exercise, and words the reason must contain. The corpus is tests/grader/corpus/, one file per case
+(see load_case for what a case file holds; adding a case is adding a file). Cheats, crashes, floods
+and broken files are graded by course_utils.grader.grade with one reference run; the last tests
+drive the same grader through `nbgrader autograde` and through `python -m
+course_utils.grader.gradefolder` on a folder.
 """
 
+import ast
 import copy
 import csv
-import json
-import os
+import importlib.util
 import re
-import socket
 import subprocess
 import sys
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from types import ModuleType
+from typing import NamedTuple
 
 import nbformat
 import pytest
+from corpus._notebook import FIXTURE, FULL, OK, ROOT, cell_of, dumps, notebook
 
 from course_utils.authoring import nbgrader_cli
 from course_utils.grader import grade, lessonfile
-from course_utils.grader.review import review
 from course_utils.grader.capabilities import can_isolate, isolation_warning
+from course_utils.grader.review import review
 from course_utils.grader.worker import Limits
 
-ROOT = Path(__file__).resolve().parents[2]
-FIXTURE = ROOT / "tests" / "fixtures" / "99-fixture" / "99-fixture.ipynb"
 # Where this machine gives no sandbox, the tests grade with limits only (as an instructor may choose to).
 LIMITS = Limits(cell_seconds=10, notebook_seconds=60, memory_bytes=2 * 2 ** 30, processes=64,
                 sandbox="required" if can_isolate() else "optional")
-FULL = {"fx_scale_test": 2.0, "fx_grad_test": 2.0, "fx_count_test": 1.0}
-
-SCALE_OK = "def scale(x, k):\n    return x * k\n"
-GRAD_OK = "def square_grad(x):\n    return 2 * x\n"
-COUNT_OK = "def count_positive(xs):\n    return sum(1 for v in xs if v > 0)\n"
-OK = {"fx_scale": SCALE_OK, "fx_grad": GRAD_OK, "fx_count": COUNT_OK}
 
 pytestmark = pytest.mark.slow
 
 
-def release() -> nbformat.NotebookNode:
-    """The fixture as a learner receives it: answers are stubs, hidden tests are gone."""
-    nb = nbformat.read(FIXTURE, as_version=4)
-    for cell in nb.cells:
-        meta = cell.metadata.get("nbgrader", {})
-        if meta.get("solution"):
-            cell.source = cell.source.split("### BEGIN SOLUTION")[0] + "    " + lessonfile.STUB
-        elif meta.get("grade"):
-            cell.source = cell.source.split("### BEGIN HIDDEN TESTS")[0]
-    return nb
-
-
-def notebook(**answers) -> nbformat.NotebookNode:
-    """The release with answer cells filled in: OK answers unless given (None keeps the stub)."""
-    nb = release()
-    chosen = {**OK, **answers}
-    for cell in nb.cells:
-        gid = cell.metadata.get("nbgrader", {}).get("grade_id")
-        if gid in chosen and chosen[gid] is not None:
-            cell.source = chosen[gid]
-    return nb
-
-
-def dumps(nb) -> bytes:
-    return nbformat.writes(nb).encode()
-
-
-def cell_of(nb, gid):
-    return next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == gid)
-
-
-def edited(edit, **answers) -> bytes:
-    nb = notebook(**answers)
-    edit(nb)
-    return dumps(nb)
-
-
-def scores(**changes) -> dict:
-    return {**FULL, **changes}
-
-
 # --- the corpus -----------------------------------------------------------------------------------
-# name -> (submission bytes or a function of the test's tmp path returning them, expected scores,
-#          words the reasons must contain, needs the full sandbox)
 
-def _no_ids() -> bytes:
-    nb = json.loads(dumps(notebook()))
-    nb["nbformat_minor"] = 4
-    for c in nb["cells"]:
-        c.pop("id", None)
-    return json.dumps(nb).encode()
+CORPUS_DIR = Path(__file__).resolve().parent / "corpus"
+HEADER = ("EXPECTED", "WORDS", "NEEDS_SANDBOX", "REVIEW")
 
 
-def _other_editor() -> bytes:
-    nb = json.loads(dumps(notebook()))
-    nb["metadata"] = {"vscode": {"interpreter": {"hash": "abc"}}, "language_info": {"name": "python"}}
-    for c in nb["cells"]:
-        c["source"] = "".join(c["source"])  # one string, as some editors save it (Jupyter writes a list of lines)
-        c["metadata"]["vscode"] = {"languageId": "python"}
-        if c["cell_type"] == "code":
-            c["outputs"], c["execution_count"] = [{"output_type": "stream", "name": "stdout", "text": ["hi\n"]}], 3
-    return json.dumps(nb, indent=4).encode()
+class CorpusError(ValueError):
+    """A case file that does not say what it must: the message starts with the file's path."""
 
 
-def _forged_grade_cell(nb):
-    forged = nbformat.v4.new_code_cell("pass", metadata={"nbgrader": {
-        "grade": True, "solution": False, "locked": True, "grade_id": "fx_bonus", "points": 100, "schema_version": 3}})
-    nb.cells.append(forged)
-    cell_of(nb, "fx_count_test").metadata["nbgrader"]["points"] = 100
+class Case(NamedTuple):
+    """One file of the corpus: its submission (the bytes, or a function of the test's tmp path
+    returning them), what it must score, words its reasons must contain, whether it needs the full
+    sandbox, and what course_utils.grader.review must flag (None: nothing)."""
+    submission: bytes | Callable[[Path], bytes]
+    expected: dict[str, float]
+    words: tuple[str, ...]
+    needs_sandbox: bool
+    review: str | None
+    module: ModuleType
+
+    def data(self, tmp: Path) -> bytes:
+        return self.submission(tmp) if callable(self.submission) else self.submission
 
 
-def _duplicated_and_deleted_tests(nb):
-    nb.cells.insert(5, copy.deepcopy(cell_of(nb, "fx_scale_test")))
-    nb.cells.remove(cell_of(nb, "fx_grad_test"))
+def load_case(path: Path) -> Case:
+    """One case file of tests/grader/corpus. It holds, in this order:
 
+    - a docstring: what the submission does and what it must score ("Must score ...") and why;
+    - the header: EXPECTED (the score of each test cell: fx_scale_test, fx_grad_test,
+      fx_count_test), WORDS (phrases the reasons must contain), NEEDS_SANDBOX (True where grading
+      it without the full sandbox would harm the machine: skipped there), REVIEW (a phrase
+      course_utils.grader.review must say of its answers, or None where it must flag nothing);
+      imports may stand among them, other code may not;
+    - the submission: ANSWERS, the source of some answer cells (the others are correct; None keeps
+      the stub), or `def submission(tmp: Path) -> bytes` for a file that changes more than answers;
+    - optionally `def check(tmp)` (more assertions after grading) and `def cleanup()` (after grading).
 
-def _renamed_answer(nb):
-    cell_of(nb, "fx_scale").metadata["nbgrader"]["grade_id"] = "my_scale"
+    A file that breaks these rules raises CorpusError naming it."""
+    def bad(why: str) -> CorpusError:
+        return CorpusError(f"{path}: {why}")
 
-
-def _duplicated_answer(nb):
-    first = copy.deepcopy(cell_of(nb, "fx_scale"))
-    first.source = "def scale(x, k):\n    return x + k\n"
-    nb.cells.insert(nb.cells.index(cell_of(nb, "fx_scale")), first)
-
-
-def _edited_lesson_cell(nb):
-    lesson = next(c for c in nb.cells if c.source.startswith("doubled = scale"))
-    lesson.source = "import os\nos._exit(1)"
-
-
-def _source_not_text() -> bytes:
-    nb = json.loads(dumps(notebook()))
-    next(c for c in nb["cells"] if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == "fx_count")["source"] = 12
-    return json.dumps(nb).encode()
-
-
-TRANSFORMER_EMPTIES_CELLS = SCALE_OK + """
-get_ipython().input_transformers_cleanup.append(lambda lines: [] if any("grade(" in l or "check_" in l for l in lines) else lines)
-"""
-AST_TRANSFORMER = """import ast
-
-class NoTests(ast.NodeTransformer):
-    def visit_Assert(self, node):
-        return None
-    def visit_Expr(self, node):
-        return None
-
-get_ipython().ast_transformers.append(NoTests())
-
-def scale(x, k):
-    return 0.0
-"""
-PATCH_CHECKS = """import course_utils.checks as checks
-import torch
-for name in ("check_float", "check_floats", "check_tensor", "check_raises"):
-    setattr(checks, name, lambda *a, **k: None)
-globals()["check_float"] = globals()["check_tensor"] = lambda *a, **k: None
-torch.allclose = lambda *a, **k: True
-torch.Tensor.__eq__ = lambda self, other: torch.ones_like(self, dtype=torch.bool)
-
-def scale(x, k):
-    return 0.0
-"""
-EQ_OBJECTS = """class Anything(float):
-    def __eq__(self, other):
-        return True
-    def __ne__(self, other):
-        return False
-    __hash__ = float.__hash__
-
-def scale(x, k):
-    return Anything(0.0)
-"""
-TENSOR_SUBCLASS = """import torch
-
-class Agreeable(torch.Tensor):
-    def __eq__(self, other):
-        return torch.ones_like(other, dtype=torch.bool)
-
-def square_grad(x):
-    return torch.zeros_like(x).as_subclass(Agreeable)
-"""
-GRADE_REPLACED = SCALE_OK.replace("x * k", "x + k") + """
-grade = lambda *args, **kwargs: None
-import course_utils.judging as judging
-judging.grade = grade
-"""
-FORGED_OBSERVATION = """import course_utils.judging as judging
-import course_utils.grader.protocol as protocol
-
-class Forger:
-    def grade(self, probe, expect, judge):
-        judging.session.obs = protocol.encode([6.0, 6.0, 6.0, 6.0])
-judging.session.grade = Forger().grade
-
-def scale(x, k):
-    return 6.0
-"""
-REPLY_FLOOD = SCALE_OK + """import os, sys
-os.write(int(sys.argv[-1]), b'{"id": 999, "obs": null}\\n')
-"""
-RAW_FLOOD = COUNT_OK + """import os, sys
-os.write(int(sys.argv[-1]), b"x" * (40 * 2 ** 20))
-"""
-EXFILTRATE = """import linecache
-
-def square_grad(x):
-    text = "".join("".join(v[2]) for v in linecache.cache.values() if isinstance(v, tuple) and len(v) > 2)
-    raise ValueError(text[-3000:])
-"""
-STRING_EXFILTRATE = """import linecache
-
-def count_positive(xs):
-    return "".join("".join(v[2]) for v in linecache.cache.values() if isinstance(v, tuple) and len(v) > 2)[-500:]
-"""
-
-
-# From a red-team read of the grader (each was a hole before its fix; the entry scores what the
-# answer earns now).
-DEEP_REPLY = SCALE_OK + """import os, sys
-os.write(int(sys.argv[-1]), b'{"id": 0, "obs": ' + b"[" * 100000 + b"]" * 100000 + b"}\\n")
-"""
-UNDECODABLE = """import course_utils.grader.protocol as protocol
-protocol.encode = lambda value, *a, **k: {"$tensor": {"dtype": "float32", "shape": [1], "data": [10 ** 400]}}
-
-def scale(x, k):
-    return x * k
-"""
-UNPACKABLE_SHAPE = """import course_utils.grader.protocol as protocol
-protocol.encode = lambda value, *a, **k: {"$tensor": {"dtype": "float32", "shape": [0, 10 ** 30], "data": []}}
-
-def square_grad(x):
-    return 2 * x
-"""
-BIGINT_LEAK = """import linecache
-
-def count_positive(xs):
-    if xs == []:
-        src = ["".join(v[2]) for v in list(linecache.cache.values()) if isinstance(v, tuple) and len(v) > 2]
-        text = next(s for s in reversed(src) if "CASES" in s and "def" not in s).strip()
-        return int.from_bytes(text.encode()[:165], "big")
-    return sum(1 for v in xs if v > 0)
-"""
-STRINGS_IN_A_REPR = """import linecache
-
-def count_positive(xs):
-    text = "".join("".join(v[2]) for v in list(linecache.cache.values()) if isinstance(v, tuple) and len(v) > 2)
-    return [text[i:i + 30] for i in range(0, 600, 30)]
-"""
-SYSV_LEAK = SCALE_OK + """import ctypes
-libc = ctypes.CDLL(None)
-libc.shmget.restype, libc.shmat.restype = ctypes.c_int, ctypes.c_void_p
-seg = libc.shmget(0x7ED7EA3, 64 << 20, 0o1000 | 0o666)
-addr = libc.shmat(seg, None, 0)
-if addr not in (None, 2 ** 64 - 1):
-    ctypes.memset(addr, 1, 64 << 20)
-"""
-RUN_LOCK = SCALE_OK + """import os
-for d in ("/run/lock", "/var/lock", "/dev/mqueue", "/dev/shm", "/var/tmp"):
+    if not path.stem.isidentifier() or path.stem.startswith("test_") or path.stem.endswith("_test"):
+        raise bad("a case's name must be a Python identifier that pytest does not take for a test file "
+                  "(not test_*.py or *_test.py)")
     try:
-        with open(f"{d}/.left-behind-{os.getuid()}", "wb") as f:
-            f.write(b"\\0" * (1 << 20))
-    except OSError:
-        pass
-"""
-HUGE_SHAPE = """import course_utils.grader.protocol as protocol
-protocol.encode = lambda value, *a, **k: {"$tensor": {"dtype": "float32", "shape": [10 ** 4298] * 3000, "data": []}}
-
-def square_grad(x):
-    return 2 * x
-"""
-OPAQUE_BLOAT = """import course_utils.grader.protocol as protocol
-encode = protocol.encode
-protocol.encode = lambda v, *a, **k: [{"$opaque": "T%d" % i} for i in range(100000)] if not a and type(v) is list and len(v) == 4 else encode(v, *a, **k)
-
-def count_positive(xs):
-    return sum(1 for v in xs if v > 0)
-"""
-OTHER_CHECKOUT = Path("/srv" if os.geteuid() == 0 else Path.home()) / f"course-corpus-checkout-{os.getpid()}"
-
-
-def _other_checkout(tmp: Path) -> bytes:
-    """A copy of the instructor's notebook outside the course folder, /tmp and the home directory."""
-    OTHER_CHECKOUT.mkdir(parents=True, exist_ok=True)
-    __import__("shutil").copy(FIXTURE, OTHER_CHECKOUT / "99-fixture.ipynb")
-    runs = f"""import json
-try:
-    for c in json.load(open({str(OTHER_CHECKOUT / '99-fixture.ipynb')!r}))["cells"]:
-        if c["metadata"].get("nbgrader", {{}}).get("solution"):
-            exec("".join(c["source"]), globals())
-except OSError:
-    pass
-"""
-    return dumps(notebook(fx_scale=runs, fx_grad="pass", fx_count="pass"))
-
-
-def _hidden_markers_in_answer(nb):
-    cell_of(nb, "fx_grad").source = ("### BEGIN HIDDEN TESTS\n" + GRAD_OK.replace("2 * x", "2 * x  # END HIDDEN TESTS")
-                                     + 'NOTE = "### BEGIN SOLUTION ### BEGIN HIDDEN TESTS"\n### BEGIN EXPECTED\n')
-
-
-def _grade_id_not_text() -> bytes:
-    nb = json.loads(dumps(notebook()))
-    next(c for c in nb["cells"] if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == "fx_grad"
-         )["metadata"]["nbgrader"]["grade_id"] = ["fx_grad"]
-    return json.dumps(nb).encode()
-
-
-def _reads_solutions_and_writes_gradebook(tmp: Path) -> bytes:
-    canary = tmp / "gradebook.db"
-    canary.write_text("scores")
-    reads = f"""import os
-try:
-    SOURCE = open({str(FIXTURE)!r}).read()
-except OSError:
-    SOURCE = ""
-
-def scale(x, k):
-    return x * k if "BEGIN SOLUTION" in SOURCE else 0.0
-"""
-    writes = f"""import os
-try:
-    with open({str(canary)!r}, "w") as f:
-        f.write("everyone gets 100")
-    WROTE = True
-except OSError:
-    WROTE = False
-
-def square_grad(x):
-    return 2 * x if WROTE else 0 * x
-"""
-    return dumps(notebook(fx_scale=reads, fx_grad=writes))
-
-
-def _network(tmp: Path) -> bytes:
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen()
-    _network.server = server  # kept open while the corpus is graded
-    port = server.getsockname()[1]
-    return dumps(notebook(fx_count=f"""import socket
-try:
-    socket.create_connection(("127.0.0.1", {port}), timeout=2).close()
-    ONLINE = True
-except OSError:
-    ONLINE = False
-
-def count_positive(xs):
-    return sum(1 for v in xs if v > 0) if ONLINE else -1
-"""))
-
-
-def _kills_the_grader(tmp: Path) -> bytes:
-    return dumps(notebook(fx_scale=SCALE_OK + f"""import os, signal
-for pid in ({os.getpid()}, {os.getppid()}):
+        tree = ast.parse(path.read_text(), str(path))
+    except (SyntaxError, ValueError, UnicodeDecodeError) as e:
+        raise bad(f"not readable Python: {e}") from e
+    doc = ast.get_docstring(tree)
+    if not doc or "must score" not in doc.lower():
+        raise bad('it must start with a docstring that says what the submission does and what it must score '
+                  '("Must score ...") and why')
+    header = set()
+    for stmt in tree.body[1:]:
+        if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            continue
+        names = [t.id for t in getattr(stmt, "targets", []) if isinstance(t, ast.Name)]
+        if not (isinstance(stmt, ast.Assign) and len(names) == 1 and names[0] in HEADER and names[0] not in header):
+            break
+        header.add(names[0])
+    if header != set(HEADER):
+        missing = [name for name in HEADER if name not in header]
+        raise bad(f"the header lacks {', '.join(missing)}: after the docstring come {', '.join(HEADER)}, "
+                  f"each once, before any other code")
+    spec = importlib.util.spec_from_file_location(f"corpus.{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
     try:
-        os.kill(pid, signal.SIGKILL)
-    except OSError:
-        pass
-"""))
+        spec.loader.exec_module(module)
+    except Exception as e:
+        raise bad(f"it failed to load: {type(e).__name__}: {e}") from e
+
+    expected, words, needs_sandbox, reviewed = (getattr(module, name) for name in HEADER)
+    if not isinstance(expected, dict) or set(expected) != set(FULL):
+        raise bad(f"EXPECTED must give the score of each of {', '.join(FULL)}, got {expected!r}")
+    for gid, score in expected.items():
+        if type(score) not in (int, float) or not 0 <= score <= FULL[gid]:
+            raise bad(f"EXPECTED[{gid!r}] must be a number from 0 to {FULL[gid]:g}, got {score!r}")
+    if not isinstance(words, (tuple, list)) or not all(isinstance(w, str) and w for w in words):
+        raise bad(f"WORDS must be a tuple of phrases (strings), got {words!r}")
+    if not isinstance(needs_sandbox, bool):
+        raise bad(f"NEEDS_SANDBOX must be True or False, got {needs_sandbox!r}")
+    if reviewed is not None and not (isinstance(reviewed, str) and reviewed):
+        raise bad(f"REVIEW must be a phrase or None, got {reviewed!r}")
+    answers, make = getattr(module, "ANSWERS", None), getattr(module, "submission", None)
+    if (answers is None) == (make is None):
+        raise bad("it must give its submission one way: ANSWERS or def submission(tmp: Path) -> bytes")
+    for name in ("submission", "check", "cleanup"):
+        if hasattr(module, name) and not callable(getattr(module, name)):
+            raise bad(f"{name} must be a function")
+    if answers is not None:
+        if not isinstance(answers, dict) or not set(answers) <= set(OK) \
+                or not all(src is None or isinstance(src, str) for src in answers.values()):
+            raise bad(f"ANSWERS must map answer cells ({', '.join(OK)}) to their source (or None), got {answers!r}")
+        make = dumps(notebook(**answers))
+    return Case(make, expected, tuple(words), needs_sandbox, reviewed, module)
 
 
-CORPUS = {
-    # name: (submission, expected scores, reason words, needs the full sandbox)
-    "solved": (dumps(notebook()), FULL, [], False),
-    "untouched": (dumps(release()), scores(fx_scale_test=0, fx_grad_test=0, fx_count_test=0), ["not attempted"], False),
-    "wrong answer": (dumps(notebook(fx_scale="def scale(x, k):\n    return x + k\n")), scores(fx_scale_test=0),
-                     ["x + k instead of x * k"], False),
-    "patches checks, torch and AssertionError": (dumps(notebook(fx_scale=PATCH_CHECKS)), scores(fx_scale_test=0),
-                                                 ["is 0, expected"], False),
-    "float subclass equal to everything": (dumps(notebook(fx_scale=EQ_OBJECTS)), scores(fx_scale_test=0),
-                                           ["got Anything"], False),
-    "tensor subclass equal to everything": (dumps(notebook(fx_grad=TENSOR_SUBCLASS)), scores(fx_grad_test=0),
-                                            ["should be a torch.Tensor, got Agreeable"], False),
-    "input transformer empties the tests": (dumps(notebook(fx_scale=TRANSFORMER_EMPTIES_CELLS)),
-                                            scores(fx_scale_test=0, fx_grad_test=0, fx_count_test=0),
-                                            ["hidden tests did not run"], False),
-    "AST transformer drops asserts and calls": (dumps(notebook(fx_scale=AST_TRANSFORMER)),
-                                                scores(fx_scale_test=0, fx_grad_test=0, fx_count_test=0), [], False),
-    "replaces grade() with a no-op": (dumps(notebook(fx_scale=GRADE_REPLACED)),
-                                      scores(fx_scale_test=0, fx_grad_test=0, fx_count_test=0),
-                                      ["hidden tests did not run"], False),
-    "forges its observation": (dumps(notebook(fx_scale=FORGED_OBSERVATION)), scores(fx_scale_test=0, fx_grad_test=0, fx_count_test=0),
-                               ["scale(1.5, -2.0) is 6"], False),
-    "answers for a cell that was not asked": (dumps(notebook(fx_scale=REPLY_FLOOD)), scores(fx_scale_test=0),
-                                              ["answer for another cell"], False),
-    "floods the answer pipe": (dumps(notebook(fx_count=RAW_FLOOD)), scores(fx_count_test=0), ["MB to the grader"], False),
-    "raises the hidden tests' text": (dumps(notebook(fx_grad=EXFILTRATE)), scores(fx_grad_test=0), ["raised ValueError"], False),
-    "returns the hidden tests' text": (dumps(notebook(fx_count=STRING_EXFILTRATE)), scores(fx_count_test=0),
-                                       ["should return an int, got str"], False),
-    "reads solutions, writes the gradebook": (_reads_solutions_and_writes_gradebook,
-                                              scores(fx_scale_test=0, fx_grad_test=0), ["is 0, expected"], True),
-    "uses the network": (_network, scores(fx_count_test=0), ["is -1, expected"], True),
-    "kills the grader": (_kills_the_grader, FULL, [], True),
-    "os._exit in an answer cell": (dumps(notebook(fx_scale=SCALE_OK + "import os\nos._exit(3)\n")), scores(fx_scale_test=0),
-                                   ["exited", "exit code 3"], False),
-    "segfault inside the function": (dumps(notebook(fx_grad="import ctypes\n\ndef square_grad(x):\n    ctypes.string_at(0)\n")),
-                                     scores(fx_grad_test=0), ["segmentation fault"], False),
-    "loop that ignores SIGINT": (dumps(notebook(fx_count="import signal\n\ndef count_positive(xs):\n"
-                                                         "    signal.signal(signal.SIGINT, signal.SIG_IGN)\n    while True:\n        pass\n")),
-                                 scores(fx_count_test=0), ["time limit"], False),
-    "memory bomb": (dumps(notebook(fx_grad="def square_grad(x):\n    return bytearray(100 * 2 ** 30)\n")),
-                    scores(fx_grad_test=0), ["raised MemoryError"], False),
-    "memory bomb that touches its memory": (dumps(notebook(fx_grad="held = []\n\ndef square_grad(x):\n    while True:\n"
-                                                                    "        held.append(bytearray(2 ** 26))\n")),
-                                            scores(fx_grad_test=0), ["MemoryError"], False),
-    "fork flood": (dumps(notebook(fx_count="import os\n\ndef count_positive(xs):\n    while True:\n        try:\n"
-                                           "            os.fork()\n        except OSError:\n            pass\n")),
-                   scores(fx_count_test=0), ["time limit"], True),
-    "huge stdout from correct code": (dumps(notebook(fx_scale=SCALE_OK + "for _ in range(2000):\n    print('x' * 100000)\n")),
-                                      FULL, [], False),
-    "huge result": (dumps(notebook(fx_grad="import torch\n\ndef square_grad(x):\n    return torch.zeros(3_000_000)\n")),
-                    scores(fx_grad_test=0), ["too large"], False),
-    "correct code writing to stderr": (dumps(notebook(fx_scale="import sys, warnings\n\ndef scale(x, k):\n"
-                                                               "    warnings.warn('slow path')\n    sys.stderr.write('progress 50%\\n')\n"
-                                                               "    return x * k\n")), FULL, [], False),
-    "slow correct code within the budget": (dumps(notebook(fx_scale="import time\n\ndef scale(x, k):\n    time.sleep(0.4)\n"
-                                                                    "    return x * k\n")), FULL, [], False),
-    "crash in a later lesson cell": (dumps(notebook(fx_scale="import os\n\ndef scale(x, k):\n    if x == 21.0:\n"
-                                                             "        os._exit(1)\n    return x * k\n")), FULL, [], False),
-    "crash in a later answer cell": (dumps(notebook(fx_count="import os\nos._exit(0)\n")), scores(fx_count_test=0), ["exited"], False),
-    "sys.exit in an answer cell": (dumps(notebook(fx_grad="import sys\nsys.exit(0)\n")), scores(fx_grad_test=0), [], False),
-    "invalid JSON": (b'{"cells": [', scores(fx_scale_test=0, fx_grad_test=0, fx_count_test=0), ["invalid or truncated JSON"], False),
-    "empty file": (b"", scores(fx_scale_test=0, fx_grad_test=0, fx_count_test=0), ["empty"], False),
-    "truncated file": (dumps(notebook())[:900], scores(fx_scale_test=0, fx_grad_test=0, fx_count_test=0),
-                       ["invalid or truncated JSON"], False),
-    "not a notebook": (b'{"hello": "world"}', scores(fx_scale_test=0, fx_grad_test=0, fx_count_test=0), ["not a notebook"], False),
-    "nbformat 4.4 without cell ids": (_no_ids(), FULL, [], False),
-    "saved by another editor": (_other_editor(), FULL, [], False),
-    "forged grade cell and points": (edited(_forged_grade_cell), FULL, [], False),
-    "test cells duplicated and deleted": (edited(_duplicated_and_deleted_tests), FULL, [], False),
-    "answer cell renamed": (edited(_renamed_answer), scores(fx_scale_test=0), ["missing from the submission"], False),
-    "answer cell duplicated": (edited(_duplicated_answer), scores(fx_scale_test=0), ["more than once", "x + k"], False),
-    "lesson cell edited to crash": (edited(_edited_lesson_cell), FULL, [], False),
-    "answer source is not text": (_source_not_text(), scores(fx_count_test=0), ["not text"], False),
-    "deeply nested JSON on the answer pipe": (dumps(notebook(fx_scale=DEEP_REPLY)), scores(fx_scale_test=0),
-                                              ["not an answer"], False),
-    "deeply nested JSON file": (b"[" * 100000 + b"]" * 100000, scores(fx_scale_test=0, fx_grad_test=0, fx_count_test=0),
-                                ["nested too deeply"], False),
-    # The grader refuses the 401-digit literal before anything decodes it: the answer that patched
-    # encode loses its points, and the others, run again without it, are judged as they are.
-    "observation that overflows the judge's decoding": (dumps(notebook(fx_scale=UNDECODABLE)),
-                                                        scores(fx_scale_test=0), ["not an answer"], False),
-    "tensor shape torch cannot unpack": (dumps(notebook(fx_grad=UNPACKABLE_SHAPE)), scores(fx_grad_test=0),
-                                         ["not an answer"], False),   # refused by the grader, as the entry above
-    "hidden test text as the digits of a huge int": (dumps(notebook(fx_count=BIGINT_LEAK)), scores(fx_count_test=0),
-                                                     ["int too large"], False),
-    "hidden test text in strings the judge quotes": (dumps(notebook(fx_count=STRINGS_IN_A_REPR)), scores(fx_count_test=0),
-                                                     ["should return an int"], False),
-    "fills the reference with opaque type names": (dumps(notebook(fx_count=OPAQUE_BLOAT)), scores(fx_count_test=0), [], False),
-    "hidden-test markers inside an answer": (edited(_hidden_markers_in_answer), FULL, [], False),
-    "a grade id that is not text": (_grade_id_not_text(), scores(fx_grad_test=0), ["missing from the submission"], False),
-    "nbformat 3 worksheets without a list of cells": (b'{"worksheets": [{"cells": 5}], "nbformat": 3}',
-                                                      scores(fx_scale_test=0, fx_grad_test=0, fx_count_test=0),
-                                                      ["missing from the submission"], False),
-    "tensor shape of thousands of 4,299-digit integers": (dumps(notebook(fx_grad=HUGE_SHAPE)), scores(fx_grad_test=0),
-                                                          ["not an answer"], False),
-    "leaves a System V shared memory segment": (dumps(notebook(fx_scale=SYSV_LEAK)), FULL, [], True),
-    "writes into world-writable host folders": (dumps(notebook(fx_scale=RUN_LOCK)), FULL, [], True),
-    "runs the solutions of a checkout outside the course": (_other_checkout,
-                                                            scores(fx_scale_test=0, fx_grad_test=0, fx_count_test=0), [], True),
+def load_corpus(folder: Path = CORPUS_DIR) -> dict[str, Case]:
+    """Every case of a folder by name (its file's name), in name order; files named _*.py are helpers."""
+    cases = {path.stem: load_case(path) for path in sorted(folder.glob("*.py")) if not path.name.startswith("_")}
+    if not cases:
+        raise CorpusError(f"{folder}: no case files")
+    return cases
+
+
+CORPUS = load_corpus()
+# Cases that the nbgrader and folder tests below submit as well.
+PATCH_CHECKS = CORPUS["patches_checks_torch_and_assertionerror"].module.ANSWERS["fx_scale"]
+_forged_grade_cell = CORPUS["forged_grade_cell_and_points"].module.edit
+_hidden_markers_in_answer = CORPUS["hidden_test_markers_inside_an_answer"].module.edit
+
+
+def test_every_case_file_has_its_header():
+    """Each file of tests/grader/corpus is a case the tests grade, and says first what it must score."""
+    files = sorted(p for p in CORPUS_DIR.glob("*.py") if not p.name.startswith("_"))
+    assert [p.stem for p in files] == list(CORPUS)
+    for path in files:
+        tree = ast.parse(path.read_text())
+        assert "must score" in (ast.get_docstring(tree) or "").lower(), f"{path}: no docstring saying what it must score"
+        assigned = [t.id for s in tree.body if isinstance(s, ast.Assign) for t in s.targets if isinstance(t, ast.Name)]
+        assert all(name in assigned for name in HEADER), f"{path}: the header lacks one of {HEADER}"
+        case = CORPUS[path.stem]
+        assert case.expected.keys() == FULL.keys() and isinstance(case.needs_sandbox, bool)
+        assert isinstance(case.submission, bytes) or callable(case.submission)
+
+
+GOOD = '''"""A case.
+
+Must score full marks.
+"""
+
+EXPECTED = {"fx_scale_test": 2.0, "fx_grad_test": 2.0, "fx_count_test": 1.0}
+WORDS = ()
+NEEDS_SANDBOX = False
+REVIEW = None
+
+ANSWERS = {}
+'''
+MALFORMED = {
+    "no_docstring": GOOD.split('"""\n', 1)[1],
+    "docstring_without_what_it_must_score": GOOD.replace("Must score full marks.", "Solved."),
+    "no_expected": GOOD.replace('EXPECTED = {"fx_scale_test": 2.0, "fx_grad_test": 2.0, "fx_count_test": 1.0}\n', ""),
+    "no_review": GOOD.replace("REVIEW = None\n", ""),
+    "header_after_the_code": GOOD.replace("WORDS = ()\n", "") + "WORDS = ()\n",
+    "header_after_a_function": GOOD.replace("EXPECTED", "def f():\n    pass\n\n\nEXPECTED", 1),
+    "expected_misses_an_exercise": GOOD.replace(', "fx_count_test": 1.0', ""),
+    "expected_over_the_points": GOOD.replace('"fx_count_test": 1.0', '"fx_count_test": 5.0'),
+    "expected_not_a_number": GOOD.replace('"fx_count_test": 1.0', '"fx_count_test": "1"'),
+    "words_a_string": GOOD.replace("WORDS = ()", 'WORDS = "x + k"'),
+    "needs_sandbox_not_a_bool": GOOD.replace("NEEDS_SANDBOX = False", 'NEEDS_SANDBOX = "no"'),
+    "review_empty": GOOD.replace("REVIEW = None", 'REVIEW = ""'),
+    "no_submission": GOOD.replace("ANSWERS = {}\n", ""),
+    "two_submissions": GOOD + "\n\ndef submission(tmp):\n    return b''\n",
+    "answers_for_a_cell_the_lesson_lacks": GOOD.replace("ANSWERS = {}", 'ANSWERS = {"fx_scal": "pass"}'),
+    "answer_not_text": GOOD.replace("ANSWERS = {}", 'ANSWERS = {"fx_scale": 12}'),
+    "not_python": GOOD + "\ndef submission(tmp:\n",
+    "fails_to_load": GOOD + "\nANSWERS = {1 / 0: None}\n",
+    "test_named_like_a_test_file": GOOD,
 }
+
+
+def test_a_case_file_loads_from_anywhere(tmp_path):
+    (tmp_path / "good.py").write_text(GOOD)
+    (tmp_path / "_helper.py").write_text("raise RuntimeError('helpers are not cases')\n")
+    cases = load_corpus(tmp_path)
+    assert list(cases) == ["good"] and cases["good"].data(tmp_path) == dumps(notebook())
+    assert cases["good"].expected == FULL and cases["good"].review is None
+
+
+@pytest.mark.parametrize("name", list(MALFORMED))
+def test_a_malformed_case_file_fails_loudly_naming_the_file(name, tmp_path):
+    path = tmp_path / f"{name}.py"
+    path.write_text(MALFORMED[name])
+    with pytest.raises(CorpusError, match="^" + re.escape(str(path)) + ": "):
+        load_case(path)
+    with pytest.raises(CorpusError, match=re.escape(str(path))):
+        load_corpus(tmp_path)
 
 
 @pytest.fixture(scope="module")
@@ -476,19 +228,20 @@ def graded(tmp_path_factory):
     reference_pid = reference.worker.proc.pid
     try:
         def one(item):
-            slot, (name, (submission, *_)) = item
-            data = submission(tmp) if callable(submission) else submission
-            answers, notes = lessonfile.read_answers(data, lesson)
+            slot, (name, case) = item
+            answers, notes = lessonfile.read_answers(case.data(tmp), lesson)
             return name, grade.grade_answers(lesson, reference, answers, notes, name, LIMITS, slot=slot)
 
         # Without the full sandbox, submissions that attack the machine are not run at all.
-        todo = [(n, v) for n, v in CORPUS.items() if can_isolate() or not v[3]]
+        todo = [(n, case) for n, case in CORPUS.items() if can_isolate() or not case.needs_sandbox]
         with ThreadPoolExecutor(max_workers=2) as pool:
             results = dict(pool.map(one, enumerate(todo)))
         results["reference restarted"] = reference.worker.proc.pid != reference_pid
     finally:
         reference.close()
-        __import__("shutil").rmtree(OTHER_CHECKOUT, ignore_errors=True)
+        for case in CORPUS.values():
+            if hasattr(case.module, "cleanup"):
+                case.module.cleanup()
     return results, tmp
 
 
@@ -498,8 +251,9 @@ def test_the_corpus_is_large_enough():
 
 @pytest.mark.parametrize("name", list(CORPUS))
 def test_submission_scores_what_it_earned(graded, name):
-    submission, expected, words, needs_sandbox = CORPUS[name]
-    if needs_sandbox and not can_isolate():
+    case = CORPUS[name]
+    expected, words = case.expected, case.words
+    if case.needs_sandbox and not can_isolate():
         pytest.skip(f"needs the sandbox (grading as root, or as a user with user namespaces): {isolation_warning()}")
     results, tmp = graded
     result = results[name]
@@ -515,56 +269,25 @@ def test_submission_scores_what_it_earned(graded, name):
             assert secret not in o.message, f"{name}: the feedback quotes the hidden tests: {o.message}"
         assert not re.search(r"\d{30}|frame #\d|\.so\b|Traceback", o.message), \
             f"{name}: no long digit strings (a channel for text) and no backtraces in feedback: {o.message}"
-    if name == "reads solutions, writes the gradebook":
-        assert (tmp / "gradebook.db").read_text() == "scores", "the sandbox wrote the instructor's file"
+    if hasattr(case.module, "check"):   # e.g. reads_solutions_writes_the_gradebook: the gradebook is as it was
+        case.module.check(tmp)
 
 
-# What course_utils.grader.review says of each corpus entry's answers: the cheats are named for the
-# instructor (scores never depend on it); honest code stays unflagged unless it imports sys or os.
-REVIEWED = {
-    "patches checks, torch and AssertionError": "imports course_utils.checks",
-    "float subclass equal to everything": "subclasses float",
-    "tensor subclass equal to everything": "subclasses Tensor",
-    "input transformer empties the tests": "calls get_ipython",
-    "AST transformer drops asserts and calls": "calls get_ipython",
-    "replaces grade() with a no-op": "redefines grade",
-    "forges its observation": "imports course_utils.judging",
-    "answers for a cell that was not asked": "imports os",
-    "floods the answer pipe": "imports os",
-    "raises the hidden tests' text": "imports linecache",
-    "returns the hidden tests' text": "imports linecache",
-    "reads solutions, writes the gradebook": "calls open",
-    "uses the network": "imports socket",
-    "kills the grader": "imports signal",
-    "os._exit in an answer cell": "imports os",
-    "segfault inside the function": "imports ctypes",
-    "loop that ignores SIGINT": "imports signal",
-    "fork flood": "imports os",
-    "correct code writing to stderr": "imports sys",
-    "crash in a later lesson cell": "imports os",
-    "crash in a later answer cell": "imports os",
-    "sys.exit in an answer cell": "imports sys",
-    "deeply nested JSON on the answer pipe": "imports os",
-    "observation that overflows the judge's decoding": "imports course_utils.judging",
-    "tensor shape torch cannot unpack": "imports course_utils.judging",
-    "hidden test text as the digits of a huge int": "imports linecache",
-    "hidden test text in strings the judge quotes": "imports linecache",
-    "fills the reference with opaque type names": "imports course_utils.judging",
-    "tensor shape of thousands of 4,299-digit integers": "imports course_utils.judging",
-    "leaves a System V shared memory segment": "imports ctypes",
-    "writes into world-writable host folders": "imports os",
-    "runs the solutions of a checkout outside the course": "calls exec",
-}
-
-
+# What course_utils.grader.review says of each corpus entry's answers (each case's REVIEW): the
+# cheats are named for the instructor (scores never depend on it); honest code stays unflagged
+# unless it imports sys or os.
 @pytest.mark.parametrize("name", list(CORPUS))
 def test_review_names_the_answers_that_reach_outside_their_exercise(name, tmp_path):
     lesson = lessonfile.load_lesson(FIXTURE)
-    submission = CORPUS[name][0]
-    answers, _ = lessonfile.read_answers(submission(tmp_path) if callable(submission) else submission, lesson)
+    case = CORPUS[name]
+    try:
+        answers, _ = lessonfile.read_answers(case.data(tmp_path), lesson)
+    finally:
+        if hasattr(case.module, "cleanup"):
+            case.module.cleanup()
     flagged = " | ".join(review(lesson, answers))
-    if name in REVIEWED:
-        assert REVIEWED[name] in flagged, f"{name}: review says {flagged!r}"
+    if case.review is not None:
+        assert case.review in flagged, f"{name}: review says {flagged!r}"
     else:
         assert flagged == "", f"{name}: honest or harmless answers are not flagged, got {flagged!r}"
 

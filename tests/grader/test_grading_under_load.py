@@ -5,8 +5,8 @@ submissions at a time, (1) while CPU hogs started outside the grader oversubscri
 times over (each in a session of its own, as other users' work is: the load average climbs to
 about 50 on 2 cores), and (2) beside a hostile submission that forks CPU spinners, each in a
 session of its own, and sleeps every cell to just under its limit. Each learner must score exactly
-what the same submission scores on a quiet machine (tests/test_hardened.py's corpus), and none
-may be left "not graded".
+what the same submission scores on a quiet machine (its case in tests/grader/corpus/, as
+tests/grader/test_grade.py loads it), and none may be left "not graded".
 """
 
 import pytest
@@ -17,7 +17,7 @@ from test_grade import CORPUS, FIXTURE, LIMITS, dumps, notebook
 
 pytestmark = pytest.mark.slow
 
-QUIET = {name: CORPUS[name][1] for name in ("solved", "wrong answer", "untouched")}
+QUIET = {name: CORPUS[name].expected for name in ("solved", "wrong_answer", "untouched")}
 
 
 def _grade(tmp_path, submissions: dict[str, bytes]):
@@ -38,9 +38,9 @@ def _check(result, expected):
 
 def test_a_class_on_an_oversubscribed_machine_scores_what_it_scores_on_a_quiet_one(tmp_path):
     with oversubscribed(24):
-        results = _grade(tmp_path, {name.replace(" ", "-"): CORPUS[name][0] for name in QUIET})
+        results = _grade(tmp_path, {name.replace("_", "-"): CORPUS[name].data(tmp_path) for name in QUIET})
     for name, expected in QUIET.items():
-        _check(results[name.replace(" ", "-")], expected)
+        _check(results[name.replace("_", "-")], expected)
 
 
 HOSTILE = f"""import os, time
@@ -62,7 +62,7 @@ def scale(x, k):
 
 def test_a_hostile_neighbour_changes_no_one_elses_score(tmp_path):
     results = _grade(tmp_path, {"mallory": dumps(notebook(fx_scale=HOSTILE)),
-                                **{name.replace(" ", "-"): CORPUS[name][0] for name in ("solved", "wrong answer")}})
-    for name in ("solved", "wrong answer"):
-        _check(results[name.replace(" ", "-")], QUIET[name])
+                                **{name.replace("_", "-"): CORPUS[name].data(tmp_path) for name in ("solved", "wrong_answer")}})
+    for name in ("solved", "wrong_answer"):
+        _check(results[name.replace("_", "-")], QUIET[name])
     assert results["mallory"].outcomes["fx_scale_test"].score == 0
