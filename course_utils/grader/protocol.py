@@ -83,19 +83,21 @@ class Opaque:
         return f"<{type(self).__name__} object>"
 
 
-_opaque_types: dict[str, type] = {}
-MAX_OPAQUE_TYPES = 512  # the reference judges a whole class: learners' type names must not fill its memory
+MAX_OPAQUE_TYPES = 512  # type names made in one observation; the rest arrive as "object"
 
 
-def _opaque(name: str) -> Opaque:
+def _opaque(name: str, types: dict[str, type]) -> Opaque:
+    """An Opaque object whose class is called `name` (cleaned). `types` belongs to one decode() call:
+    classes are never kept between observations, so no learner's names reach another's feedback or
+    stay in the reference's memory."""
     if type(name) is not str:
         raise ValueError("malformed observation: $opaque needs a type name")
     name = re.sub(r"[^A-Za-z0-9_ ]", "", name)[:40] or "object"
-    if name not in _opaque_types:
-        if len(_opaque_types) >= MAX_OPAQUE_TYPES:
+    if name not in types:
+        if len(types) >= MAX_OPAQUE_TYPES:
             name = "object"
-        _opaque_types.setdefault(name, type(name, (Opaque,), {}))
-    return _opaque_types[name]()
+        types.setdefault(name, type(name, (Opaque,), {}))
+    return types[name]()
 
 
 def loads(line: bytes | str):
@@ -116,12 +118,13 @@ def _int(v) -> bool:
     return type(v) is int and INT_MIN <= v <= INT_MAX
 
 
-def decode(data, _depth: int = 0, _count: list | None = None):
+def decode(data, _depth: int = 0, _state: tuple[list, dict] | None = None):
     """encode's output (as parsed by `loads`) -> plain Python and torch values. Strict: any
     structure encode does not make raises ValueError ("malformed observation: ..."), and every
     size is checked before the work it would cost: ints within int64, tensor shapes of at most
     MAX_DIMS entries below 2**63, strings and keys of at most MAX_STR characters, MAX_NODES in all."""
-    count = _count if _count is not None else [0]
+    state = _state if _state is not None else ([0], {})   # (nodes decoded, Opaque classes made): per call
+    count, types = state
     count[0] += 1
     if count[0] > MAX_NODES or _depth > MAX_DEPTH:
         raise ValueError("malformed observation: too large or too deeply nested")
@@ -137,24 +140,24 @@ def decode(data, _depth: int = 0, _count: list | None = None):
             raise ValueError("malformed observation: string too long")
         return data
     if t is list:
-        return [decode(v, _depth + 1, count) for v in data]
+        return [decode(v, _depth + 1, state) for v in data]
     if t is not dict or len(data) != 1:
         raise ValueError(f"malformed observation: unexpected {t.__name__}")
     (tag, body), = data.items()
     if tag == "$tuple" and type(body) is list:
-        return tuple(decode(v, _depth + 1, count) for v in body)
+        return tuple(decode(v, _depth + 1, state) for v in body)
     if tag == "$dict" and type(body) is dict:
         if any(type(k) is not str or len(k) > MAX_STR for k in body):
             raise ValueError("malformed observation: a dict key that is not a string or is too long")
-        return {k: decode(v, _depth + 1, count) for k, v in body.items()}
+        return {k: decode(v, _depth + 1, state) for k, v in body.items()}
     if tag == "$float" and body in ("nan", "inf", "-inf"):
         return float(body)
     if tag == "$bigint" and type(body) is str and re.fullmatch(r"-?\d{1,400}", body):
-        return _opaque("int too large")  # no exercise returns one; its digits could spell any text in feedback
+        return _opaque("int too large", types)  # no exercise returns one; its digits could spell any text in feedback
     if tag == "$dtype" and type(body) is str and body in _DTYPES:
         return _DTYPES[body]
     if tag == "$opaque":
-        return _opaque(body)
+        return _opaque(body, types)
     if tag == "$tensor" and type(body) is dict and set(body) == {"dtype", "shape", "data"}:
         dtype, shape, values = body["dtype"], body["shape"], body["data"]
         # Sizes are checked before anything that costs: math.prod of unchecked entries could build

@@ -502,10 +502,11 @@ def test_a_restarted_reference_judges_against_the_first_runs_peaks(monkeypatch):
         reference.close()
 
 
-def test_the_judge_compares_with_the_reference_peak_it_is_given():
+def test_the_judge_compares_with_the_reference_peak_it_is_given(monkeypatch):
     from course_utils import judging
     from course_utils.grader import cellrunner
     session = cellrunner.Session("reference")
+    monkeypatch.setattr(judging, "session", session)   # as cellrunner.main sets it in the reference worker
     seen = []
     session.registry["g"] = (None, lambda got, want: seen.append(judging.memory_peaks()), 111)
     assert cellrunner.judge(session, "g", 1, peak=500, reference_peak=222)["ok"]

@@ -125,6 +125,15 @@ def test_size_and_depth_are_capped():
 
 
 def test_type_names_from_the_learners_process_are_bounded_in_number():
-    protocol._opaque_types.clear()
-    names = {type(protocol.decode({"$opaque": f"T{i}"})).__name__ for i in range(protocol.MAX_OPAQUE_TYPES + 50)}
-    assert len(protocol._opaque_types) <= protocol.MAX_OPAQUE_TYPES + 1 and "object" in names  # + the catch-all
+    many = [{"$opaque": f"T{i}"} for i in range(protocol.MAX_OPAQUE_TYPES + 50)]
+    names = [type(v).__name__ for v in protocol.decode(many)]
+    assert len(set(names)) == protocol.MAX_OPAQUE_TYPES + 1 and names[-1] == "object"  # + the catch-all
+
+
+def test_one_observations_type_names_never_reach_the_next():
+    """The reference judges a whole class: a learner who fills the table of names must not turn
+    the next learner's "got Anything" into "got object"."""
+    protocol.decode([{"$opaque": f"T{i}"} for i in range(protocol.MAX_OPAQUE_TYPES + 50)])
+    assert type(protocol.decode({"$opaque": "Anything"})).__name__ == "Anything"
+    assert type(protocol.decode({"$bigint": "1" * 30})).__name__ == "int too large"
+    assert not hasattr(protocol, "_opaque_types"), "no table of names outlives a decode() call"
