@@ -152,3 +152,10 @@ def test_a_plain_install_ships_the_grader_and_the_authoring_tools(tmp_path):
     assert "grader/lessonfile.py" in installed
     wanted = {str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py")}
     assert wanted <= installed, f"missing from the installed package: {sorted(wanted - installed)}"
+
+
+@pytest.mark.parametrize("module", sorted(n for n in MODULES if n.count(".") == 2))
+def test_every_grader_and_authoring_module_has_its_test_file(module):
+    """Tests mirror the modules: course_utils/grader/X.py is tested in tests/grader/test_X.py."""
+    _, package, name = module.split(".")
+    assert (ROOT / "tests" / package / f"test_{name}.py").is_file(), f"no tests/{package}/test_{name}.py for {module}"
