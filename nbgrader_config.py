@@ -10,7 +10,7 @@ import warnings
 
 from sqlalchemy.exc import SAWarning
 
-from course_utils.grader.lessonfile import STUB
+from course_utils.exercises import STUB
 from course_utils.grader.worker import Limits
 
 c = get_config()  # noqa: F821  (injected by traitlets when nbgrader loads this file)

@@ -12,6 +12,7 @@ What notebooks import (this folder):
     doctor      is this machine ready? one-line fixes (bash course.sh doctor, lesson 00)
     progress    a progress line on stdout for long cells (never stderr: graded cells stay clean)
     parallel    run_workers: real gloo/NCCL process groups from a notebook; init_from_env for torchrun
+    exercises   the stub of an unsolved exercise and the one line it shows
     checks      what visible test cells call: strict comparisons with diagnostic messages, finite differences
     judging     what hidden test cells call: grade(probe, expect, judge), raised, outcome, memory_peaks
 
@@ -25,7 +26,8 @@ __version__ = "0.1.0"
 
 
 def setup(seed: int = 0) -> None:
-    """Make a notebook repeatable and quiet: seed Python, NumPy and torch; filter noisy warnings.
+    """Make a notebook repeatable and quiet: seed Python, NumPy and torch; filter noisy warnings;
+    show an exercise not attempted yet as one line (course_utils.exercises).
 
     Call once at the top of a notebook: `course_utils.setup(seed=0)`.
     """
@@ -44,3 +46,10 @@ def setup(seed: int = 0) -> None:
     # These are about the tooling, not the lesson: keep them out of learners' way.
     warnings.filterwarnings("ignore", category=DeprecationWarning)
     warnings.filterwarnings("ignore", category=FutureWarning)
+    # An exercise not attempted yet shows one line naming it, not a traceback (course_utils.exercises).
+    from IPython import get_ipython
+
+    from course_utils.exercises import show_stubs_in_one_line
+    shell = get_ipython()
+    if shell is not None:
+        show_stubs_in_one_line(shell)

@@ -2,7 +2,8 @@
 
 Every check looks at the exact type first (a learner's object must not be able to fake
 equality: a float subclass or a tensor subclass with a clever __eq__ is rejected), then the
-shape, then the values. A wrong value fails with an AssertionError whose message says what came,
+shape, then the values. A wrong value fails with CheckFailed (an AssertionError shown as its
+message alone, without a traceback) whose message says what came,
 what was expected, and, where the two are related in a telling way, what the mistake probably
 was: a flipped sign, a factor of k, a transpose, or one of the exercise's own known mistakes
 passed in as `mistakes={"description": wrong_value}`.
@@ -17,6 +18,15 @@ from collections.abc import Callable, Mapping, Sequence
 import torch
 
 _FACTORS = (2, 3, 4, 5, 8, 10, 100, 1000)
+
+
+class CheckFailed(AssertionError):
+    """A check's verdict on the learner's value. In a notebook IPython shows its message alone
+    (`_render_traceback_`), not a traceback through course_utils: the message is the feedback.
+    Errors raised inside the learner's own code keep their tracebacks."""
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"Check failed: {self}"]
 
 
 def _isclose(a: float, b: float, rtol: float, atol: float) -> bool:
@@ -40,9 +50,9 @@ def _type_hint(value) -> str:
 
 def _require_number(value, what: str) -> float:
     if type(value) not in (int, float):
-        raise AssertionError(f"{what} should be a Python float, got {type(value).__name__}{_type_hint(value)}")
+        raise CheckFailed(f"{what} should be a Python float, got {type(value).__name__}{_type_hint(value)}")
     if not math.isfinite(value):
-        raise AssertionError(f"{what} is {value}: an overflow, a division by zero, or a log of a non-positive number?")
+        raise CheckFailed(f"{what} is {value}: an overflow, a division by zero, or a log of a non-positive number?")
     return float(value)
 
 
@@ -93,9 +103,9 @@ def check_float(actual, expected: float, name: str, *, rtol: float = 1e-6, atol:
     msg = f"{name} is {value:.6g}, expected {expected:.6g}"
     known = _known_mistake(value, mistakes, lambda a, w: _isclose(a, w, rtol, atol))
     if known:
-        raise AssertionError(f"{msg}: {known}.")
+        raise CheckFailed(f"{msg}: {known}.")
     why = relation(value, expected, rtol, atol)
-    raise AssertionError(f"{msg} (it {why})." if why else f"{msg}.")
+    raise CheckFailed(f"{msg} (it {why})." if why else f"{msg}.")
 
 
 def check_floats(actual, expected: Sequence[float], name: str, *, labels: Sequence[str] | None = None,
@@ -113,9 +123,9 @@ def check_floats(actual, expected: Sequence[float], name: str, *, labels: Sequen
     n = len(expected)
     labels = list(labels) if labels is not None else [f"{name}[{i}]" for i in range(n)]
     if type(actual) not in (tuple, list):
-        raise AssertionError(f"{name} should be a tuple of {n} floats, got {type(actual).__name__}{_type_hint(actual)}")
+        raise CheckFailed(f"{name} should be a tuple of {n} floats, got {type(actual).__name__}{_type_hint(actual)}")
     if len(actual) != n:
-        raise AssertionError(f"{name} should have {n} entries ({', '.join(labels)}), got {len(actual)}")
+        raise CheckFailed(f"{name} should have {n} entries ({', '.join(labels)}), got {len(actual)}")
     values = [_require_number(v, label) for v, label in zip(actual, labels)]
     wrong = [i for i in range(n) if not _isclose(values[i], expected[i], rtol, atol)]
     if not wrong:
@@ -129,9 +139,9 @@ def check_floats(actual, expected: Sequence[float], name: str, *, labels: Sequen
 
     known = _known_mistake(values, mistakes, same)
     if known:
-        raise AssertionError(f"{msg}: {known}.")
+        raise CheckFailed(f"{msg}: {known}.")
     whys = [f"{labels[i]} {relation(values[i], expected[i], rtol, atol) or 'is wrong'}" for i in wrong]
-    raise AssertionError(f"{msg}: " + "; ".join(whys) + ".")
+    raise CheckFailed(f"{msg}: " + "; ".join(whys) + ".")
 
 
 def check_tensor(actual, expected: torch.Tensor, name: str, *, rtol: float = 1e-5, atol: float = 1e-8,
@@ -147,38 +157,38 @@ def check_tensor(actual, expected: torch.Tensor, name: str, *, rtol: float = 1e-
         raise TypeError(f"expected must be a torch.Tensor, got {type(expected).__name__}")
     if type(actual) is not torch.Tensor:
         hint = " (an nn.Parameter: return a plain tensor, e.g. p.detach())" if isinstance(actual, torch.nn.Parameter) else ""
-        raise AssertionError(f"{name} should be a torch.Tensor, got {type(actual).__name__}{hint}")
+        raise CheckFailed(f"{name} should be a torch.Tensor, got {type(actual).__name__}{hint}")
     if actual.shape != expected.shape:
         hint = ""
         if actual.dim() == 2 and actual.shape == expected.shape[::-1]:
             hint = ": transposed?"
         elif actual.numel() == expected.numel():
             hint = ": same number of elements, so a reshape or a missing/extra dimension?"
-        raise AssertionError(f"{name} has shape {tuple(actual.shape)}, expected {tuple(expected.shape)}{hint}")
+        raise CheckFailed(f"{name} has shape {tuple(actual.shape)}, expected {tuple(expected.shape)}{hint}")
     if actual.dtype != expected.dtype:
-        raise AssertionError(f"{name} has dtype {actual.dtype}, expected {expected.dtype}")
+        raise CheckFailed(f"{name} has dtype {actual.dtype}, expected {expected.dtype}")
     if actual.device != expected.device:
-        raise AssertionError(f"{name} is on {actual.device}, expected {expected.device}")
+        raise CheckFailed(f"{name} is on {actual.device}, expected {expected.device}")
     a, e = actual.detach(), expected.detach()
     if not torch.isfinite(a).all():
-        raise AssertionError(f"{name} contains nan or inf")
+        raise CheckFailed(f"{name} contains nan or inf")
     if torch.allclose(a, e, rtol=rtol, atol=atol):
         return
     err = (a - e).abs().max().item()
     msg = f"{name} differs from the expected values (largest difference {err:.3g})"
     for description, wrong in (mistakes or {}).items():
         if wrong.shape == a.shape and torch.allclose(a, wrong.to(a.dtype), rtol=rtol, atol=atol):
-            raise AssertionError(f"{msg}: {description}.")
+            raise CheckFailed(f"{msg}: {description}.")
     if a.dim() == 2 and a.shape[0] == a.shape[1] and torch.allclose(a, e.T, rtol=rtol, atol=atol):
-        raise AssertionError(f"{msg}: it equals the expected tensor transposed.")
+        raise CheckFailed(f"{msg}: it equals the expected tensor transposed.")
     if e.abs().sum() > 0:
         # One scalar factor explains every entry? Then name it.
         k = (a * e).sum().item() / (e * e).sum().item()
         if torch.allclose(a, k * e, rtol=rtol, atol=atol):
             why = relation(k, 1.0, rtol=1e-4)
             if why:
-                raise AssertionError(f"{msg}: every entry {why}.")
-    raise AssertionError(msg + ".")
+                raise CheckFailed(f"{msg}: every entry {why}.")
+    raise CheckFailed(msg + ".")
 
 
 def check_raises(exc_type: type[BaseException], fn: Callable, *args, name: str, **kwargs) -> None:
@@ -188,8 +198,8 @@ def check_raises(exc_type: type[BaseException], fn: Callable, *args, name: str, 
     except exc_type:
         return
     except Exception as e:  # noqa: BLE001 - the message names what was raised instead
-        raise AssertionError(f"{name} raised {type(e).__name__}({e}), expected {exc_type.__name__}") from None
-    raise AssertionError(f"{name} returned normally, expected it to raise {exc_type.__name__}")
+        raise CheckFailed(f"{name} raised {type(e).__name__}({e}), expected {exc_type.__name__}") from None
+    raise CheckFailed(f"{name} returned normally, expected it to raise {exc_type.__name__}")
 
 
 def numerical_grad(f: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor, h: float = 1e-6) -> torch.Tensor:

@@ -143,3 +143,22 @@ def test_numerical_grad_bad_input():
         numerical_grad(lambda t: t.sum(), torch.ones(2))
     with pytest.raises(ValueError, match="positive float"):
         numerical_grad(lambda t: t.sum(), torch.ones(2, dtype=torch.float64), h=0)
+
+
+def test_a_failed_check_shows_its_message_without_a_traceback():
+    """IPython renders an exception through its _render_traceback_: the learner sees one line."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from course_utils.checks import CheckFailed
+    shell = InteractiveShell.instance()
+    shown = []
+    real = shell._showtraceback
+    shell._showtraceback = lambda etype, value, stb: shown.append(stb)
+    try:
+        result = shell.run_cell("from course_utils.checks import check_float\ncheck_float(2.0, 3.0, 'f(1)')")
+        assert isinstance(result.error_in_exec, CheckFailed) and isinstance(result.error_in_exec, AssertionError)
+        assert len(shown) == 1 and len(shown[0]) == 1 and shown[0][0].startswith("Check failed: f(1)")
+        result = shell.run_cell("def g():\n    return 1 / 0\ng()")
+        assert len(shown) == 2 and len(shown[1]) > 1, "an error in the learner's own code keeps its traceback"
+    finally:
+        shell._showtraceback = real

@@ -23,13 +23,17 @@ import types
 
 from course_utils.grader import feedback, peakmemory, protocol
 from course_utils import judging
+from course_utils.checks import CheckFailed
 
 def _error_name(exc: BaseException | None) -> str | None:
-    """The exception's type name if it is a built-in one, else a generic phrase: a learner-made
-    class name must not carry text into feedback."""
+    """The exception's type name if it is a built-in one ("AssertionError" for a check's verdict,
+    course_utils.checks.CheckFailed), else a generic phrase: a learner-made class name must not
+    carry text into feedback."""
     if exc is None:
         return None
     import builtins
+    if type(exc) is CheckFailed:
+        return "AssertionError"
     name = type(exc).__name__
     return name if getattr(builtins, name, None) is type(exc) else judging.raised_name(())
 

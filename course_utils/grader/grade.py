@@ -29,7 +29,8 @@ from pathlib import Path
 
 from course_utils.grader import feedback, pagecache
 from course_utils.judging import raised_name
-from course_utils.grader.lessonfile import STUB, Cell, Lesson, learner_version, load_lesson
+from course_utils.exercises import STUB
+from course_utils.grader.lessonfile import Cell, Lesson, learner_version, load_lesson
 from course_utils.grader.capabilities import measures_memory
 from course_utils.grader.worker import Limits, Overloaded, Worker, WorkerDied
 from course_utils.grader.workerclock import BACKSTOP

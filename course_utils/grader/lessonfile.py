@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 MAX_SUBMISSION_BYTES = 50 * 2 ** 20   # a lesson's notebook with its figures is well under 10 MB
-STUB = 'raise NotImplementedError("Exercise not attempted yet: replace this line with your code")'
 SOLUTION_MARKERS = re.compile(r"^\s*### (BEGIN|END) SOLUTION\s*$")
 
 

@@ -116,3 +116,9 @@ def test_a_judge_is_frozen_with_the_globals_it_had():
     frozen(None, None)
     with pytest.raises(AssertionError):
         notebook_globals["judge"](None, None)
+
+
+def test_a_checks_verdict_is_named_as_the_assertion_it_is():
+    from course_utils.checks import CheckFailed
+    assert cellrunner._error_name(CheckFailed("x")) == "AssertionError"
+    assert cellrunner._error_name(type("CheckFailed", (AssertionError,), {})("x")) == judging.raised_name(())

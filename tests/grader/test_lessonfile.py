@@ -7,7 +7,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from course_utils.grader.lessonfile import MAX_SUBMISSION_BYTES, STUB, learner_version, load_lesson, read_answers
+from course_utils.grader.lessonfile import MAX_SUBMISSION_BYTES, learner_version, load_lesson, read_answers
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests" / "fixtures" / "99-fixture" / "99-fixture.ipynb"
@@ -83,7 +83,3 @@ def test_a_source_that_is_not_text_is_not_attempted():
     data = {"cells": [{"cell_type": "code", "source": {"x": 1}, "metadata": {"nbgrader": {"grade_id": "a"}}}]}
     answers, notes = read_answers(data, {"a"})
     assert answers == {} and any("not text" in n for n in notes)
-
-
-def test_the_stub_is_one_line_that_raises_not_implemented():
-    assert STUB.startswith("raise NotImplementedError(") and "\n" not in STUB

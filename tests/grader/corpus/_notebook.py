@@ -13,7 +13,7 @@ from pathlib import Path
 
 import nbformat
 
-from course_utils.grader import lessonfile
+from course_utils.exercises import STUB
 
 ROOT = Path(__file__).resolve().parents[3]
 FIXTURE = ROOT / "tests" / "fixtures" / "99-fixture" / "99-fixture.ipynb"
@@ -31,7 +31,7 @@ def release() -> nbformat.NotebookNode:
     for cell in nb.cells:
         meta = cell.metadata.get("nbgrader", {})
         if meta.get("solution"):
-            cell.source = cell.source.split("### BEGIN SOLUTION")[0] + "    " + lessonfile.STUB
+            cell.source = cell.source.split("### BEGIN SOLUTION")[0] + "    " + STUB
         elif meta.get("grade"):
             cell.source = cell.source.split("### BEGIN HIDDEN TESTS")[0]
     return nb

@@ -1,0 +1,43 @@
+"""How an exercise looks to a learner before it is solved: the stub, and the one line it shows.
+
+nbgrader replaces each solution with STUB (nbgrader_config.py's ClearSolutions.code_stub), inside
+the exercise's function. Calling the function before it is written raises NotImplementedError with
+STUB's message; in a notebook (after course_utils.setup()) that error shows as one line naming the
+function, not as a traceback:
+
+    Exercise not attempted yet: circuit_grads (write it in its exercise cell, run that cell, then this one)
+
+Any other exception keeps its full traceback. The grader recognises an untouched answer by the same
+line (course_utils.grader.grade).
+"""
+
+NOT_ATTEMPTED = "Exercise not attempted yet"
+STUB = f'raise NotImplementedError("{NOT_ATTEMPTED}: replace this line with your code")'
+
+
+def not_attempted_line(error: BaseException) -> str | None:
+    """The one line shown for an unsolved exercise's stub, or None when `error` is anything else.
+
+    The exercise is named by the innermost function the error went through: the stub's own.
+    """
+    if type(error) is not NotImplementedError or not str(error).startswith(NOT_ATTEMPTED):
+        return None
+    tb, name = error.__traceback__, None
+    while tb is not None:
+        name = tb.tb_frame.f_code.co_name
+        tb = tb.tb_next
+    what = f": {name}" if name and not name.startswith("<") else ""
+    return f"{NOT_ATTEMPTED}{what} (write it in its exercise cell, run that cell, then this one)"
+
+
+def show_stubs_in_one_line(shell) -> None:
+    """Make IPython `shell` show an unsolved exercise's NotImplementedError as one line
+    (IPython's set_custom_exc); every other NotImplementedError keeps its traceback."""
+    def handler(shell, etype, value, tb, tb_offset=None):
+        line = not_attempted_line(value)
+        if line is None:
+            return shell.showtraceback((etype, value, tb), tb_offset=tb_offset)
+        shell._showtraceback(etype, value, [line])
+        return [line]
+
+    shell.set_custom_exc((NotImplementedError,), handler)

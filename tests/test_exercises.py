@@ -1,0 +1,55 @@
+"""course_utils.exercises: an unsolved exercise shows one line naming it; anything else keeps its
+traceback; the stub is the one line nbgrader writes and the grader recognises."""
+
+import pytest
+from IPython.core.interactiveshell import InteractiveShell
+
+from course_utils.exercises import NOT_ATTEMPTED, STUB, not_attempted_line, show_stubs_in_one_line
+
+
+def stub_error(source: str) -> BaseException:
+    namespace = {}
+    exec(source, namespace)
+    try:
+        namespace["run"]()
+    except BaseException as e:  # noqa: BLE001 - the error is what is tested
+        return e
+    raise AssertionError("the stub did not raise")
+
+
+def test_the_stub_is_one_line_that_raises_not_implemented():
+    assert STUB.startswith("raise NotImplementedError(") and "\n" not in STUB and NOT_ATTEMPTED in STUB
+
+
+def test_an_unsolved_exercise_is_named_in_one_line():
+    error = stub_error(f"def circuit_grads(x):\n    {STUB}\ndef run():\n    return circuit_grads(1.0)")
+    line = not_attempted_line(error)
+    assert line.startswith(f"{NOT_ATTEMPTED}: circuit_grads (") and "\n" not in line
+
+
+@pytest.mark.parametrize("source", [
+    "def run():\n    raise NotImplementedError('sparse tensors are not supported')",
+    "def run():\n    raise ValueError('Exercise not attempted yet')",
+    "class Mine(NotImplementedError): pass\ndef run():\n    raise Mine('Exercise not attempted yet')",
+])
+def test_every_other_error_keeps_its_traceback(source):
+    assert not_attempted_line(stub_error(source)) is None
+
+
+def test_ipython_shows_the_one_line_and_still_counts_the_cell_as_failed(capsys):
+    shell = InteractiveShell.instance()
+    shown = []
+    real = shell._showtraceback
+    shell._showtraceback = lambda etype, value, stb: shown.append(stb)
+    try:
+        show_stubs_in_one_line(shell)
+        result = shell.run_cell(f"def f():\n    {STUB}\nf()")
+        assert isinstance(result.error_in_exec, NotImplementedError), "the cell still fails (Validate, nbgrader)"
+        assert shown == [[not_attempted_line(result.error_in_exec)]]
+        shown.clear()
+        result = shell.run_cell("raise NotImplementedError('other')")
+        assert isinstance(result.error_in_exec, NotImplementedError)
+        assert len(shown) == 1 and len(shown[0]) > 1, "another NotImplementedError shows its whole traceback"
+    finally:
+        shell._showtraceback = real
+        shell.set_custom_exc((), None)
