@@ -10,6 +10,9 @@ import warnings
 
 from sqlalchemy.exc import SAWarning
 
+from nbgrader.converters import GenerateAssignment
+
+from course_utils.authoring.assignment import RunAllPastTests
 from course_utils.exercises import STUB
 from course_utils.grader.worker import Limits
 
@@ -31,6 +34,9 @@ c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedb
 # running the untouched notebook knows at once that it is "not attempted yet", not broken.
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\n" + STUB}   # the grader recognises the same line
 c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
+# Releases tag each test cell raises-exception, so Run All goes on past a failing test
+# (course_utils.authoring.assignment); solutions/ stay untagged for nbval.
+c.GenerateAssignment.preprocessors = [*GenerateAssignment.class_traits()["preprocessors"].default(), RunAllPastTests]
 
 # Grading runs learners' code, so `nbgrader autograde` does not run it in nbgrader's own kernel:
 # course_utils.grader.preprocessors.HardenedExecute takes the place of nbgrader's Execute step. It runs the

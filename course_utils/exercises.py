@@ -8,8 +8,12 @@ function, not as a traceback:
     Exercise not attempted yet: circuit_grads (write it in its exercise cell, run that cell, then this one)
 
 Any other exception keeps its full traceback. The grader recognises an untouched answer by the same
-line (course_utils.grader.grade).
+line (course_utils.grader.grade). A demonstration cell that runs an exercise's code wraps it in
+`with uses_your_code():`, so that before the exercise is written it prints that line and Run All
+goes on.
 """
+
+import contextlib
 
 NOT_ATTEMPTED = "Exercise not attempted yet"
 STUB = f'raise NotImplementedError("{NOT_ATTEMPTED}: replace this line with your code")'
@@ -41,3 +45,24 @@ def show_stubs_in_one_line(shell) -> None:
         return [line]
 
     shell.set_custom_exc((NotImplementedError,), handler)
+
+
+@contextlib.contextmanager
+def uses_your_code():
+    """For a demonstration cell that runs an exercise's code:
+
+        with uses_your_code():
+            vf = neuron_values(w, x)[3]
+            vf.backward()
+
+    Before the exercise is written, the block stops at its first call of the stub and the cell
+    prints one line saying which exercise it waits for, without failing: Run All goes on. Any other
+    error (a bug in a written answer) propagates as usual.
+    """
+    try:
+        yield
+    except NotImplementedError as e:
+        line = not_attempted_line(e)
+        if line is None:
+            raise
+        print(f"This cell runs your code, so it waits for it. {line}")

@@ -42,6 +42,8 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
+from course_utils.exercises import NOT_ATTEMPTED
+
 __all__ = ["run_workers", "WorkerError", "pick_backend", "worker_device", "init_from_env"]
 
 _HOST = "127.0.0.1"
@@ -54,6 +56,16 @@ class WorkerError(RuntimeError):
         self.rank, self.remote_traceback = rank, remote_traceback
         super().__init__(f"rank {rank} of {world_size} failed: {summary}\n"
                          f"---- traceback in rank {rank} ----\n{remote_traceback}")
+
+    def _render_traceback_(self) -> list[str]:
+        """How a notebook shows it: one line when the worker ran an exercise not attempted yet
+        (course_utils.exercises), else IPython's own traceback, the worker's included."""
+        first = str(self).splitlines()[0]
+        if NOT_ATTEMPTED in first:
+            return [first + " (write the exercise, run its cell, then this one)"]
+        from IPython import get_ipython
+        shell = get_ipython()
+        return shell.InteractiveTB.structured_traceback(type(self), self, self.__traceback__) if shell else [str(self)]
 
 
 def pick_backend(world_size: int) -> str:

@@ -53,3 +53,21 @@ def test_ipython_shows_the_one_line_and_still_counts_the_cell_as_failed(capsys):
     finally:
         shell._showtraceback = real
         shell.set_custom_exc((), None)
+
+
+def test_a_demonstration_waits_for_an_unsolved_exercise_without_failing(capsys):
+    from course_utils.exercises import uses_your_code
+    namespace = {}
+    exec(f"def backward():\n    {STUB}", namespace)
+    ran = []
+    with uses_your_code():
+        namespace["backward"]()
+        ran.append("after")
+    assert ran == [] and capsys.readouterr().out.startswith("This cell runs your code, so it waits for it. "
+                                                            f"{NOT_ATTEMPTED}: backward")
+    with pytest.raises(ZeroDivisionError):  # a bug in a written answer is not hidden
+        with uses_your_code():
+            1 / 0
+    with pytest.raises(NotImplementedError):
+        with uses_your_code():
+            raise NotImplementedError("not supported")

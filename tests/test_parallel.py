@@ -206,3 +206,12 @@ def test_train_ddp_script_under_torchrun_matches_one_process():
     assert "world size 2, backend gloo" in out2 and len(losses2) == 3, out2
     losses1, _ = train(1)
     assert losses2 == pytest.approx(losses1, rel=1e-4), "2 ranks on halves should train like 1 rank on the whole batch"
+
+
+def test_a_worker_that_ran_an_unsolved_exercise_shows_one_line():
+    from course_utils.exercises import NOT_ATTEMPTED
+    stub = WorkerError(0, 2, f"NotImplementedError: {NOT_ATTEMPTED}: replace this line with your code", "Traceback ...")
+    shown = stub._render_traceback_()
+    assert len(shown) == 1 and "\n" not in shown[0] and shown[0].startswith("rank 0 of 2 failed: NotImplementedError")
+    other = WorkerError(1, 2, "ValueError: bad shape", "Traceback (most recent call last): ...")
+    assert "---- traceback in rank 1 ----" in "\n".join(other._render_traceback_()), "any other failure shows its traceback"

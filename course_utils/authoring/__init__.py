@@ -1,5 +1,6 @@
 """Tools for course authors, not for learners and not part of the grader.
 
     nbgrader_cli  nbgrader driven through its real command line and gradebook, for tests and benchmarks
+    assignment    what generate_assignment adds to a release: test cells tagged for Run All
     release       `bash course.sh release`: re-run solutions/, regenerate notebooks/ with nbgrader
 """
