@@ -166,9 +166,8 @@ class Lane:
         self.page.evaluate("() => window.jupyterapp.restored")
         self.page.evaluate((Path(__file__).parent / "lab.js").read_text())
 
-    def start(self, path: str) -> None:
-        """Run > Run All Cells on the notebook at path, once (result() waits for it)."""
-        self.page.evaluate("p => window.course.start(p)", path)
+    def start(self, path: str, keep_going: bool = False) -> None:
+        self.page.evaluate("([p, k]) => window.course.start(p, k)", [path, keep_going])
 
     def result(self, path: str, timeout_s: float = RUN_TIMEOUT_S) -> dict:
         self.page.wait_for_function("p => window.course.runs()[p] && window.course.runs()[p].done", arg=path,

@@ -78,7 +78,7 @@ def lesson_runs(lanes, lab):
             return done[name]
         sol, stu = f"solutions/{name}/{name}.ipynb", f"notebooks/{name}/{name}.ipynb"
         solution_lane.start(sol)
-        student_lane.start(stu)
+        student_lane.start(stu, keep_going=True)
         try:
             run = LessonRun(name, solution_lane.result(sol), student_lane.result(stu))
             run.load = os.getloadavg()[0] / (os.cpu_count() or 1) if hasattr(os, "getloadavg") else 1.0

@@ -4,13 +4,16 @@ For each lesson (course_utils.authoring.nbgrader_cli.lessons) the solution noteb
 at the same time in two pages of one browser (conftest.py: lesson_runs):
 
 - the solution notebook: Run > Run All Cells. It must run to the end with no traceback.
-- the student notebook (as released, exercises not attempted): Run > Run All Cells, once, as a new
-  learner does. It must reach the last cell: the released test cells are tagged raises-exception
-  (course_utils.authoring.assignment), so a failing test does not stop the run, and demonstrations
-  that run an exercise's code wait for it in one printed line (course_utils.exercises). The only
-  errors allowed are in test cells, and each is nbgrader's stub, NotImplementedError("Exercise not
-  attempted yet ..."), possibly wrapped (a worker process's error names it too): a learner never
-  meets a NameError or a broken demo because an exercise is not done yet.
+- the student notebook (as released, exercises not attempted): Run > Run All Cells. JupyterLab
+  4.6 stops at the first cell that raises, even a cell tagged raises-exception (its runCells
+  rejects on the first reply that is not "ok"; the released test cells carry the tag,
+  course_utils.authoring.assignment, which nbclient and nbconvert honour). A learner who has not
+  solved that exercise yet selects the cell below and runs Run > Run Selected Cell and All Below;
+  the test does the same after every error until the end of the notebook, so every cell runs. The
+  only errors allowed are in test cells, and each is nbgrader's stub, NotImplementedError("Exercise
+  not attempted yet ..."), possibly wrapped (a worker process's error names it too): demonstrations
+  that run an exercise's code wait for it in one printed line (course_utils.exercises), so a learner
+  never meets a NameError or a broken demo because an exercise is not done yet.
 
 What is checked is what JupyterLab shows: the notebook model's outputs and the rendered nodes
 (images decoded, widgets drawn). Screenshots go to build/screenshots/.
@@ -87,7 +90,7 @@ def test_student_notebook_shows_only_not_attempted_errors(lesson_runs, name):
     outside_tests = [(i, o) for i, o in errors(run) if not (run["cells"][i]["nbgrader"] or {}).get("grade")]
     assert not outside_tests, (f"{name}: a demonstration fails before its exercise is written (wrap it in "
                                f"`with uses_your_code():`):\n" + "\n".join(describe_error(i, o) for i, o in outside_tests))
-    assert run["ok"] and not not_run(run), f"{name}: one Run All stopped; cells {not_run(run)} did not run"
+    assert not not_run(run), f"{name}: cells {not_run(run)} did not run"
     shown = {i for i, _ in errors(run)}
     for c in run["cells"]:
         meta = c["nbgrader"] or {}
