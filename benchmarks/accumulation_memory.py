@@ -29,7 +29,7 @@ from course_utils.data import blobs
 from course_utils.devices import try_all_gpus
 from course_utils.memory import SavedTensors, cuda_peak_bytes
 from course_utils.models import MLP
-from timing import best_seconds  # benchmarks/timing.py, next to this script
+from course_utils.timing import fastest_seconds
 
 EFFECTIVE_BATCH = 256
 SIZES = [1, 2, 4, 8, 16, 32, 64, 128, 256]
@@ -73,8 +73,8 @@ def run(device, repeat):
         if cuda:
             row += f" {cuda_peak_bytes(lambda: accumulate(model, X, y, b), device):>12}"
             row += f" {cuda_peak_bytes(lambda: accumulate(model, X, y, b, summed=True), device):>13}"
-        row += f" {1e3 * best_seconds(lambda: accumulate(model, X, y, b), repeat, device):>9.2f}"
-        row += f" {1e3 * best_seconds(lambda: accumulate(model, X, y, b, summed=True), repeat, device):>10.2f}"
+        row += f" {1e3 * fastest_seconds(lambda: accumulate(model, X, y, b), repeat=repeat, device=device):>9.2f}"
+        row += f" {1e3 * fastest_seconds(lambda: accumulate(model, X, y, b, summed=True), repeat=repeat, device=device):>10.2f}"
         print(row, flush=True)
     print(f"\nfixed b = 32: {'k':>2} {'saved: accum':>13} {'saved: summed':>14}")
     for k in (1, 2, 4, 8):

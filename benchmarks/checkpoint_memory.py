@@ -28,7 +28,7 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint_sequential
 
 from course_utils.memory import cpu_peak_bytes, cuda_peak_bytes
-from timing import best_seconds  # benchmarks/timing.py, next to this script
+from course_utils.timing import fastest_seconds
 
 
 @contextlib.contextmanager
@@ -111,7 +111,7 @@ def report(device: torch.device, B: int, d: int, reps: int) -> None:
     forwards = [0]
     for blk in model:
         blk.register_forward_pre_hook(lambda module, args: forwards.__setitem__(0, forwards[0] + 1))
-    t_forward = best_seconds(lambda: model(x), reps, device)
+    t_forward = fastest_seconds(lambda: model(x), repeat=reps, device=device)
     print(f"\nn = {n}: peak and time against segments (forward alone: {t_forward * 1e3:.2f} ms)")
     print(f"{'segments':>8} {'peak':>8} {'s + n/s':>8}" + (f" {'profiler':>9}" if cross else "")
           + f" {'block fwd':>10} {'time (ms)':>10} {'vs plain':>9}")
@@ -126,7 +126,7 @@ def report(device: torch.device, B: int, d: int, reps: int) -> None:
     times = [math.inf] * len(steps)
     for _ in range(reps):  # round robin: a busy moment of the machine does not hit one count only
         for k, step in enumerate(steps):
-            times[k] = min(times[k], best_seconds(step, 1, device))
+            times[k] = min(times[k], fastest_seconds(step, repeat=1, device=device))
     t_plain = times[0]
     for s, (peak, prof, counted), t in zip(counts, rows, times):
         model_peak = n + 1 if s == 1 else s + n // s

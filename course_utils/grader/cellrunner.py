@@ -21,9 +21,10 @@ import os
 import sys
 import types
 
-from course_utils.grader import feedback, peakmemory, protocol
 from course_utils import judging
 from course_utils.checks import CheckFailed
+from course_utils.grader import feedback, peakmemory, protocol
+
 
 def _error_name(exc: BaseException | None) -> str | None:
     """The exception's type name if it is a built-in one ("AssertionError" for a check's verdict,
