@@ -24,8 +24,15 @@ Where it runs decides what `grade` does:
   checks that the reference passes, and later judges each learner's decoded observations.
 
 Observations cross between processes in the grader's wire format (course_utils.grader.protocol).
+
+An exercise's check is written once, as a `Check` (a probe and a judge in a course_utils.lessonchecks
+module), and a test cell only names its cases: the visible part is `CHECK.visible(answer, cases,
+want)`, the hidden part is its cases, an EXPECTED block with expect(), and `CHECK.hidden(answer,
+cases, expect)`, which calls grade() with the same probe and judge. Validate and the grader so apply
+the same rules, and the learner reads two lines under the exercise instead of the checker's code.
 """
 
+import os
 import random
 from collections.abc import Callable
 
@@ -70,6 +77,50 @@ def grade(probe: Callable[[], object], expect: Callable[[], object] | None, judg
     if not (callable(expect) and callable(judge)):
         raise TypeError("expect and judge must be functions (the ### BEGIN/END EXPECTED block defines them)")
     judge(run_probe(probe), run_expect(expect))
+
+
+class Check:
+    """One exercise's test, written once, used by its visible test and by its hidden judge.
+
+    - probe(answer, cases) calls the learner's `answer` (a function or class) on `cases` and returns
+      plain data (what `encode` takes); it builds inputs from `cases` and never computes a right answer
+    - judge(got, want, cases) raises AssertionError (course_utils.checks) naming the mistake when
+      `got` differs from `want`, the expected data for those cases
+    """
+
+    def __init__(self, name: str, probe: Callable, judge: Callable):
+        self.name, self.probe, self.judge = name, probe, judge
+
+    def visible(self, answer, cases, want) -> None:
+        """The visible test (Validate): judge(probe(answer, cases), want, cases), then one line.
+
+        In JupyterLab, before the exercise is written, it prints the stub's one line instead of
+        failing, so that Run All goes on; under nbgrader (Validate, autograde: NBGRADER_EXECUTION)
+        and in the grader it fails, so an unsolved exercise is never reported as passed."""
+        try:
+            got = run_probe(lambda: self.probe(answer, cases))
+        except NotImplementedError as e:
+            from course_utils.exercises import not_attempted_line
+            line = not_attempted_line(e)
+            if line is None or session is not None or os.environ.get("NBGRADER_EXECUTION"):
+                raise
+            print(line)
+            return
+        self.judge(got, want, cases)
+        print(f"{self.name}: passed the visible test (the grader also tries other cases)")
+
+    def hidden(self, answer, cases, expect: Callable[[], object] | None) -> None:
+        """The hidden test: grade() with this check's probe and judge on `cases` (expect is None in
+        the learner's sandbox, where the EXPECTED block that defines it is cut out)."""
+        check = self
+
+        def probe():
+            return check.probe(answer, cases)
+
+        def judge(got, want):
+            check.judge(got, want, cases)
+
+        grade(probe, expect, judge if expect is not None else None)
 
 
 def run_probe(probe: Callable[[], object]) -> object:
