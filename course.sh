@@ -99,12 +99,14 @@ case "$cmd" in
   lab)     setup
            root_flag=(); [ "$(id -u)" = 0 ] && root_flag=(--allow-root)  # containers often run as root
            case "${COURSE_ROLE:-learner}" in
-             learner)    lab_root="$ROOT/notebooks" ;;
-             instructor) lab_root="$ROOT"  # solutions/, notebooks/ and the Formgrader
+             learner)    lab_root="$ROOT/notebooks"; start_here=00-start-here/00-start-here.ipynb ;;
+             instructor) lab_root="$ROOT"; start_here=notebooks/00-start-here/00-start-here.ipynb  # + solutions/, the Formgrader
                          export JUPYTER_CONFIG_PATH="$INSTRUCTOR_CONFIG${JUPYTER_CONFIG_PATH:+:$JUPYTER_CONFIG_PATH}" ;;
              *)          say "COURSE_ROLE must be learner or instructor, not '$COURSE_ROLE'"; exit 2 ;;
            esac
-           exec jupyter lab --ServerApp.root_dir="$lab_root" "${root_flag[@]}" "$@" ;;
+           # the browser opens on the start-here page, not on the Launcher
+           exec jupyter lab --ServerApp.root_dir="$lab_root" --LabApp.default_url="/lab/tree/$start_here" \
+                "${root_flag[@]}" "$@" ;;
   test)    setup; ensure_browser; exec python -m pytest "$@" ;;
   doctor)  ensure_venv; exec python -m course_utils.doctor ;;
   release) setup; exec python -m course_utils.authoring.release "$@" ;;

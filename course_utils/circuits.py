@@ -145,18 +145,24 @@ def circuit_f(x: float = -2.0, y: float = 5.0, z: float = -4.0) -> Circuit:
     return Circuit({"x": x, "y": y, "z": z}, [("q", "add", ("x", "y")), ("f", "mul", ("q", "z"))])
 
 
+SLIDER_WIDTH = "320px"  # description, a track of about 200 px, readout
+
+
 def interactive(circuit: Circuit, low: float = -10.0, high: float = 10.0, step: float = 0.5):
     """Sliders for every input of `circuit`; the diagram redraws as they move.
 
-    Returns an ipywidgets.VBox: a row of FloatSliders (one per input, named like the input) above
-    an HTML widget holding the SVG. Each slider's change re-evaluates the circuit with torch.
+    Returns an ipywidgets.VBox: FloatSliders (one per input, named like the input) above an HTML
+    widget holding the SVG. Each slider's change re-evaluates the circuit with torch. Every slider
+    keeps SLIDER_WIDTH and the row wraps, so a track stays wide enough to drag on a small screen
+    (five sliders in one row left each 14 px at a 1400-px window).
     """
     import ipywidgets as widgets  # imported here: only notebooks with a front end need it
 
     if not isinstance(circuit, Circuit):
         raise TypeError(f"circuit must be a Circuit, got {type(circuit).__name__}")
     sliders = {n: widgets.FloatSlider(value=v, min=min(low, v), max=max(high, v), step=step, description=n,
-                                      continuous_update=True, readout_format=".1f")
+                                      continuous_update=True, readout_format=".1f",
+                                      layout=widgets.Layout(width=SLIDER_WIDTH, min_width=SLIDER_WIDTH))
                for n, v in circuit.inputs.items()}
     picture = widgets.HTML(circuit.svg())
 
@@ -165,6 +171,7 @@ def interactive(circuit: Circuit, low: float = -10.0, high: float = 10.0, step: 
 
     for s in sliders.values():
         s.observe(redraw, names="value")
-    box = widgets.VBox([widgets.HBox(list(sliders.values())), picture])
+    row = widgets.HBox(list(sliders.values()), layout=widgets.Layout(flex_flow="row wrap"))
+    box = widgets.VBox([row, picture])
     box.sliders, box.picture = sliders, picture  # handles for tests and for curious learners
     return box

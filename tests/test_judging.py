@@ -76,3 +76,74 @@ def test_check_raised_wants_the_expected_exception_or_a_subclass():
         judging.check_raised(judging.raised(len, 5), "f")
     with pytest.raises(AssertionError, match=r"f raised an exception of the code's own type, expected ValueError"):
         judging.check_raised(("Sneaky", "object"), "f")
+
+
+# A Check: one probe and one judge, used by the visible test and by the hidden one.
+
+def _double(x):
+    return 2 * x
+
+
+def _stub(x):
+    from course_utils.exercises import NOT_ATTEMPTED
+    raise NotImplementedError(f"{NOT_ATTEMPTED}: replace this line with your code")
+
+
+def _judge_doubles(got, want, cases):
+    assert type(got) is list and len(got) == len(cases), "not run on every case"
+    for g, w, x in zip(got, want, cases):
+        assert g == w, f"double({x}) is {g}, expected {w}" + (": x + 2?" if g == x + 2 else "")
+
+
+DOUBLE = judging.Check("double", lambda fn, cases: [fn(x) for x in cases], _judge_doubles)
+
+
+def test_a_check_passes_a_right_answer_and_says_so_in_one_line(capsys):
+    DOUBLE.visible(_double, [1, 2], [2, 4])
+    assert capsys.readouterr().out == "double: passed the visible test (the grader also tries other cases)\n"
+
+
+def test_visible_and_hidden_tests_run_the_same_judge():
+    def plus_two(x):
+        return x + 2
+
+    with pytest.raises(AssertionError, match=r"double\(3\) is 5, expected 6: x \+ 2\?"):
+        DOUBLE.visible(plus_two, [3], [6])
+    with pytest.raises(AssertionError, match=r"double\(3\) is 5, expected 6: x \+ 2\?"):
+        DOUBLE.hidden(plus_two, [3], lambda: [6])
+    DOUBLE.hidden(_double, [3, -1], lambda: [6, -2])
+
+
+def test_an_unattempted_exercise_is_one_printed_line_in_jupyterlab_but_fails_under_nbgrader(capsys, monkeypatch):
+    monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
+    DOUBLE.visible(_stub, [1], [2])  # Run All goes on
+    assert capsys.readouterr().out.startswith("Exercise not attempted yet: _stub (write it")
+    for mode in ("validate", "autograde"):
+        monkeypatch.setenv("NBGRADER_EXECUTION", mode)
+        with pytest.raises(NotImplementedError):
+            DOUBLE.visible(_stub, [1], [2])
+    with pytest.raises(NotImplementedError):
+        DOUBLE.hidden(_stub, [1], lambda: [2])
+
+
+def test_an_unattempted_exercise_fails_in_the_grader(monkeypatch):
+    class Session:
+        def grade(self, probe, expect, judge):
+            probe()
+
+    monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
+    monkeypatch.setattr(judging, "session", Session())
+    with pytest.raises(NotImplementedError):
+        DOUBLE.visible(_stub, [1], [2])
+
+
+def test_hidden_sends_no_judge_where_the_expected_block_was_cut(monkeypatch):
+    seen = {}
+
+    class Session:
+        def grade(self, probe, expect, judge):
+            seen.update(got=probe(), expect=expect, judge=judge)
+
+    monkeypatch.setattr(judging, "session", Session())
+    DOUBLE.hidden(_double, [1, 5], None)
+    assert seen == {"got": [2, 10], "expect": None, "judge": None}

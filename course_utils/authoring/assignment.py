@@ -2,8 +2,10 @@
 (nbgrader_config.py appends it to GenerateAssignment's preprocessors).
 
 RunAllPastTests tags every autograded test cell of the student version `raises-exception`, the
-tag JupyterLab's Run All honours: a test that fails (an exercise not attempted yet, a wrong answer)
-no longer stops the run, and the rest of the lesson still runs. Only releases are tagged:
+tag nbclient and nbconvert honour: a test that fails (an exercise not attempted yet, a wrong answer)
+does not stop their run of the lesson. JupyterLab 4.6's Run All stops at any failing cell, tagged or
+not; there a test cell of an exercise not attempted yet prints one line instead of failing
+(course_utils.judging.Check.visible), so Run All goes on. Only releases are tagged:
 solutions/ stay untagged, so nbval still fails on any exception in a solution's test cell, and
 nbgrader still scores a failing test cell as failed (the tag changes no output).
 """

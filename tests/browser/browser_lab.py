@@ -23,6 +23,7 @@ DOCS_SHOTS = ROOT / "docs" / "screenshots"
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                   "--disable-component-update", "--no-first-run", "--disable-dev-shm-usage"]
 VIEWPORT = {"width": 1280, "height": 800}
+SMALL_SCREEN = {"width": 1366, "height": 768}  # a common laptop screen: every slider must still be draggable
 RUN_TIMEOUT_S = 300  # one notebook, Run All to the end; each lesson takes well under a minute
 # The few screenshots shown in README.md: docs/screenshots/NAME <- build/screenshots/NAME, made by
 # the tests (test_lessons_in_browser.py); refreshed by `pytest -m browser --refresh-docs-screenshots`.
@@ -146,6 +147,7 @@ class LessonRun:
     solution: dict
     student: dict
     widget: dict | None = None  # the first slider dragged: SVG text and readout before and after
+    sliders: list = field(default_factory=list)  # the last widget's sliders at SMALL_SCREEN: track width, readouts
     load: float = 1.0  # the machine's load per core (1-minute average) when the run ended
     shots: dict = field(default_factory=dict)
 
@@ -166,8 +168,9 @@ class Lane:
         self.page.evaluate("() => window.jupyterapp.restored")
         self.page.evaluate((Path(__file__).parent / "lab.js").read_text())
 
-    def start(self, path: str, keep_going: bool = False) -> None:
-        self.page.evaluate("([p, k]) => window.course.start(p, k)", [path, keep_going])
+    def start(self, path: str) -> None:
+        """Run > Run All Cells in the notebook at path, once (window.course.start); result() waits for it."""
+        self.page.evaluate("p => window.course.start(p)", path)
 
     def result(self, path: str, timeout_s: float = RUN_TIMEOUT_S) -> dict:
         self.page.wait_for_function("p => window.course.runs()[p] && window.course.runs()[p].done", arg=path,
@@ -243,6 +246,39 @@ def drag_first_slider(lane: Lane) -> dict | None:
         if after["svg"] != before["svg"]:
             break
     return {"before": before, "after": after, "widget": widget}
+
+
+def drag_each_slider_on_a_small_screen(lane: Lane, path: str, index: int, shot: str) -> list[dict]:
+    """At SMALL_SCREEN, each slider of the widget in cell `index` of the notebook at path: the width of
+    its track in pixels and its readout before and after its handle is dragged 30 px to the right.
+    A screenshot of the cell afterwards goes to `shot`."""
+    lane.page.set_viewport_size(SMALL_SCREEN)
+    try:
+        lane.scroll_to(path, index)
+        sliders = lane.cell(index).locator(".widget-slider")
+        found = []
+        for k in range(sliders.count()):
+            slider = sliders.nth(k)
+            slider.scroll_into_view_if_needed()
+            track, handle = slider.locator(".noUi-target").first, slider.locator(".noUi-handle").first
+            readout = slider.locator(".widget-readout").first
+            before, box = readout.inner_text(), handle.bounding_box()
+            x, y = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
+            lane.page.mouse.move(x, y)
+            lane.page.mouse.down()
+            lane.page.mouse.move(x + 30, y, steps=10)
+            lane.page.mouse.up()
+            after = before
+            for _ in range(20):
+                lane.page.wait_for_timeout(100)
+                after = readout.inner_text()
+                if after != before:
+                    break
+            found.append({"width": track.bounding_box()["width"], "before": before, "after": after})
+        lane.screenshot(shot, lane.cell(index))
+        return found
+    finally:
+        lane.page.set_viewport_size(VIEWPORT)
 
 
 def optimise_png(src: Path, dest: Path, width: int) -> None:

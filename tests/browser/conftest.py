@@ -17,8 +17,8 @@ import os
 
 import pytest
 
-from browser_lab import (CHROMIUM_FLAGS, DOCS, DOCS_SHOTS, ROOT, SHOTS, Lane, LessonRun, copy_course, drag_first_slider,
-                         find_chromium, first_cell, optimise_png, start_lab, stop_lab)
+from browser_lab import (CHROMIUM_FLAGS, DOCS, DOCS_SHOTS, ROOT, SHOTS, Lane, LessonRun, copy_course,
+                         drag_each_slider_on_a_small_screen, drag_first_slider, find_chromium, first_cell, optimise_png, start_lab, stop_lab)
 from course_utils.authoring import nbgrader_cli
 
 LESSONS = nbgrader_cli.lessons(ROOT)
@@ -78,7 +78,7 @@ def lesson_runs(lanes, lab):
             return done[name]
         sol, stu = f"solutions/{name}/{name}.ipynb", f"notebooks/{name}/{name}.ipynb"
         solution_lane.start(sol)
-        student_lane.start(stu, keep_going=True)
+        student_lane.start(stu)
         try:
             run = LessonRun(name, solution_lane.result(sol), student_lane.result(stu))
             run.load = os.getloadavg()[0] / (os.cpu_count() or 1) if hasattr(os, "getloadavg") else 1.0
@@ -86,11 +86,11 @@ def lesson_runs(lanes, lab):
             # the top of each notebook, after Run All
             solution_lane.scroll_to(sol, 0)
             shots["solution"] = solution_lane.screenshot(f"{name}-solution.png")
-            # the student notebook at its first "not attempted yet" error (or its top when there is none)
-            err = first_cell(run.student, lambda c: any(o["type"] == "error" for o in c.get("outputs", [])))
-            student_lane.scroll_to(stu, err or 0)
-            if err is not None:
-                student_lane.cell(err).locator(".jp-OutputArea-output").last.evaluate("e => e.scrollIntoView({block: 'end'})")
+            # the student notebook at its first test cell ("Exercise not attempted yet"), or its top
+            first_test = first_cell(run.student, lambda c: (c.get("nbgrader") or {}).get("grade"))
+            student_lane.scroll_to(stu, first_test or 0)
+            if first_test is not None:
+                student_lane.cell(first_test).locator(".jp-OutputArea-output").last.evaluate("e => e.scrollIntoView({block: 'end'})")
             shots["student"] = student_lane.screenshot(f"{name}-student.png")
             # every figure: the autograd graphs (SVG) and the plots (PNG), one file each
             for kind in ("svg", "png"):
@@ -108,6 +108,9 @@ def lesson_runs(lanes, lab):
                 if dragged is not None:
                     shots["widget"] = solution_lane.screenshot(f"{name}-widget.png", dragged.pop("widget"))
                     run.widget = dragged
+                # the last interactive figure (lesson 01's second circuit has five sliders) on a laptop screen
+                last = [c["index"] for c in run.solution["cells"] if c.get("widgets")][-1]
+                run.sliders = drag_each_slider_on_a_small_screen(solution_lane, sol, last, f"{name}-sliders-1366.png")
             if name == LESSONS[0]:
                 # the course as a learner first sees it: the lessons in the file browser, the first one open
                 student_lane.page.evaluate("() => window.jupyterapp.commands.execute('filebrowser:go-to-path', {path: 'notebooks/'})")

@@ -22,19 +22,6 @@
     return panel;
   }
 
-  function errorCell(panel, from) {
-    // index of the first code cell at or after `from` showing an error output, or -1
-    const cells = panel.content.model.cells;
-    for (let i = from; i < cells.length; i++) {
-      const c = cells.get(i);
-      if (c.type !== 'code') continue;
-      for (let j = 0; j < c.outputs.length; j++) {
-        if (c.outputs.get(j).type === 'error') return i;
-      }
-    }
-    return -1;
-  }
-
   async function idle(panel) {
     // the kernel has nothing left to do (at most 30 s)
     const kernel = () => panel.sessionContext.session && panel.sessionContext.session.kernel;
@@ -60,39 +47,17 @@
     for (let k = 0; k < 150 && views() < want(); k++) await sleep(100);
   }
 
-  // Run the notebook at `path` as a learner does: Run > Run All Cells. JupyterLab stops at the
-  // first cell that raises. With keepGoing (student notebooks), do what a learner who has not
-  // solved that exercise yet does: select the cell below the error and Run > Run Selected Cell
-  // and All Below, until the end of the notebook.
-  async function run(path, keepGoing) {
+  // Run the notebook at `path` as a learner does: Run > Run All Cells, once. JupyterLab stops at
+  // the first cell that raises; `ok` says whether the run went through to the end.
+  async function run(path) {
     const panel = await open(path);
     const nb = panel.content;
     const t0 = performance.now();
     nb.activeCellIndex = 0;
-    let ok = await app().commands.execute('notebook:run-all-cells');
-    const resumedAt = [];
-    let from = 0;
-    let retries = 0;
-    while (!ok && keepGoing) {
-      const stop = errorCell(panel, from);
-      if (stop < 0) {
-        // Nothing raised from `from` on, yet the run failed: the kernel dropped ("aborted") the
-        // requests that reached it while it was still discarding the queue behind the previous
-        // error. Run the same cells again, as a learner would click again.
-        if (++retries > 3) break;
-      } else {
-        if (stop + 1 >= nb.widgets.length) break;
-        from = stop + 1;
-        resumedAt.push(from);
-      }
-      await idle(panel);
-      await sleep(300);
-      nb.activeCellIndex = from;
-      ok = await app().commands.execute('notebook:run-all-below');
-    }
+    const ok = await app().commands.execute('notebook:run-all-cells');
     await settle(panel);
     const seconds = (performance.now() - t0) / 1000;
-    return { path, seconds, resumedAt, cells: await describe(panel) };
+    return { path, seconds, ok, cells: await describe(panel) };
   }
 
   async function describe(panel) {
@@ -159,9 +124,9 @@
     return out;
   }
 
-  function start(path, keepGoing) {
+  function start(path) {
     runs[path] = { done: false };
-    run(path, keepGoing).then(
+    run(path).then(
       (result) => { runs[path] = { done: true, result }; },
       (error) => { runs[path] = { done: true, error: String(error && error.stack || error) }; },
     );

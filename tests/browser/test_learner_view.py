@@ -90,6 +90,16 @@ def test_learners_see_no_instructor_tools_and_no_news_prompt(course_sh_lab):
     served = {item["name"] for item in json.loads(listing)["content"]}
     assert status == 200 and set(LESSONS) <= served and "solutions" not in served, \
         f"`course.sh lab` should open the student notebooks (notebooks/), it serves {sorted(served)}"
+    assert opens_on(lab) == "/lab/tree/00-start-here/00-start-here.ipynb", \
+        f"`course.sh lab` should open on the start-here page, not on {opens_on(lab)}"
+
+
+def opens_on(lab) -> str:
+    """The page the browser that `jupyter lab` opens lands on: where / redirects to."""
+    import urllib.parse
+    import urllib.request
+    with urllib.request.urlopen(lab.url("/"), timeout=30) as r:
+        return urllib.parse.urlparse(r.geturl()).path
 
 
 def test_instructors_get_nbgrader_tools_with_one_switch(course_sh_lab):
@@ -98,6 +108,8 @@ def test_instructors_get_nbgrader_tools_with_one_switch(course_sh_lab):
     assert "Nbgrader" in seen["menus"], f"no Nbgrader menu for instructors: {seen['menus']}"
     missing = [c for c in INSTRUCTOR_COMMANDS if c not in seen["commands"]]
     assert not missing, f"COURSE_ROLE=instructor does not bring back {missing}"
+    assert opens_on(lab) == "/lab/tree/notebooks/00-start-here/00-start-here.ipynb", \
+        f"COURSE_ROLE=instructor should open on the start-here page, not on {opens_on(lab)}"
     assert sorted(seen["plugins"]) == sorted(INSTRUCTOR_PLUGINS), seen["plugins"]
     status, body = lab.get("/formgrader/api/status")
     assert status == 200 and "true" in body, f"the Formgrader's server extension is off for instructors ({status})"
@@ -107,9 +119,13 @@ def test_instructors_get_nbgrader_tools_with_one_switch(course_sh_lab):
         f"instructors should see the repository (solutions/ and notebooks/), not {sorted(served)}"
 
 
-def press_validate(lane: Lane, path: str, shot: str) -> tuple[str, str]:
+SCREEN_PX = 300  # a third of a laptop screen (768 px) per exercise at most
+
+
+def press_validate(lane: Lane, path: str, shot: str) -> tuple[str, str, float]:
     """Open path, press the notebook toolbar's Validate button, wait for nbgrader's answer;
-    return the result's CSS class (validation-success, validation-failed...) and its text."""
+    return the result's CSS class (validation-success, validation-failed...), its text and its
+    height in pixels as rendered (all of it, scrolled or not)."""
     lane.open(path)
     try:
         button = lane.panel().locator('.jp-Toolbar-item:has-text("Validate")').first
@@ -117,7 +133,7 @@ def press_validate(lane: Lane, path: str, shot: str) -> tuple[str, str]:
         button.locator("jp-button, button").first.click()
         message = lane.page.locator("#validation-message")
         message.wait_for(timeout=VALIDATE_TIMEOUT_S * 1000)
-        result = message.get_attribute("class") or "", message.inner_text()
+        result = message.get_attribute("class") or "", message.inner_text(), message.evaluate("e => e.scrollHeight")
         lane.screenshot(shot)
         lane.page.locator(".jp-Dialog .jp-mod-accept").click()
         return result
@@ -140,15 +156,20 @@ def test_validate_a_solved_notebook_reports_success(lanes, lab, validated_lesson
     path = lab.root / "solved" / name / f"{name}.ipynb"
     path.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(nbgrader_cli.solved(lab.root, name), path)
-    kind, text = press_validate(lanes[0], f"solved/{name}/{name}.ipynb", f"{name}-validate-solved.png")
+    kind, text, _ = press_validate(lanes[0], f"solved/{name}/{name}.ipynb", f"{name}-validate-solved.png")
     assert "validation-success" in kind, f"Validate on a solved {name} did not report success:\n{text[:3000]}"
     assert "Success! Your notebook passes all the tests." in text
 
 
 def test_validate_an_untouched_notebook_names_the_failing_exercises(lanes, validated_lesson):
     name = validated_lesson
-    kind, text = press_validate(lanes[0], f"notebooks/{name}/{name}.ipynb", f"{name}-validate-unsolved.png")
+    kind, text, height = press_validate(lanes[0], f"notebooks/{name}/{name}.ipynb", f"{name}-validate-unsolved.png")
     assert "validation-failed" in kind, f"Validate on the untouched {name} did not fail:\n{text[:3000]}"
     assert "Exercise not attempted yet" in text
     unnamed = {gid: names for gid, names in exercises(name).items() if not any(n in text for n in names)}
     assert not unnamed, f"Validate's report on the untouched {name} does not name the exercises {unnamed}:\n{text[:2000]}"
+    # readable at a glance: each failing exercise takes less than a laptop screen (it took about 750 px
+    # when test cells held their checkers' code and tracebacks ran through course_utils)
+    per_exercise = height / len(exercises(name))
+    assert per_exercise <= SCREEN_PX, \
+        f"Validate's report on the untouched {name} takes {per_exercise:.0f} px per exercise (over {SCREEN_PX}):\n{text[:2000]}"
