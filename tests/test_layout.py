@@ -53,7 +53,7 @@ GRAPH = {name: {m for m in imports(name).values() if m != name and m in MODULES}
 def test_the_layout_is_what_readme_and_the_package_docstrings_say():
     top = {n.split(".")[1] for n in MODULES if n.count(".") == 1}
     assert {"grader", "authoring", "judging", "checks", "timing", "devices", "models", "graph", "memory"} <= top
-    for sub in ("grader", "authoring"):
+    for sub in ("grader", "authoring", "lessonchecks"):
         docstring = ast.get_docstring(ast.parse(MODULES[f"course_utils.{sub}"].read_text()), clean=False)
         listed = {line.split()[0] for line in docstring.splitlines() if line.startswith(" ") and line.strip()}
         for name in MODULES:
@@ -155,8 +155,10 @@ def test_a_plain_install_ships_the_grader_and_the_authoring_tools(tmp_path):
     assert wanted <= installed, f"missing from the installed package: {sorted(wanted - installed)}"
 
 
-@pytest.mark.parametrize("module", sorted(n for n in MODULES if n.count(".") == 2))
+@pytest.mark.parametrize("module", sorted(n for n in MODULES if n.count(".") == 2 and ".lessonchecks." not in n))
 def test_every_grader_and_authoring_module_has_its_test_file(module):
-    """Tests mirror the modules: course_utils/grader/X.py is tested in tests/grader/test_X.py."""
+    """Tests mirror the modules: course_utils/grader/X.py is tested in tests/grader/test_X.py. (A lesson's
+    checks, course_utils/lessonchecks/lNN.py, are tested through its lesson: tests/test_lessonchecks.py,
+    and its solution, mutants and alternates graded in tests/grader/test_preprocessors.py.)"""
     _, package, name = module.split(".")
     assert (ROOT / "tests" / package / f"test_{name}.py").is_file(), f"no tests/{package}/test_{name}.py for {module}"

@@ -18,4 +18,11 @@ visible cell's literals or from the hidden cell's expect(). Known wrong answers,
 mistake in the feedback, are here.
 
     l01     circuits: circuit_grads, numerical_gradient, gate_backward, second_circuit_grads
+    l02     local gradients: neuron_grads, topological_order, the Value's ops, backward
+    l03     PyTorch autograd: the graph walk, saved tensors predicted, weight decay, a custom Function
+    l04     backprop through an MLP: gradient shapes, mlp_backward, the training memory budget
+    l05     gradient accumulation: micro-batch weights, the accumulation loop, the plan
+    l06     checkpointing: checkpoint_peak_bytes, checkpointed_forward, best_segments
+    l07     second derivatives: hvp, newton_step, has_second_order_graph
+    l08     partitioning: bubble_fraction, min_microbatches, balance_stages, average_gradients
 """
