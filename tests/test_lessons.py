@@ -79,7 +79,7 @@ def test_some_outputs_are_compared_by_nbval(name):
 
 
 # Lessons whose test cells still write their checks twice (issue 15): each moves to the shape below.
-OLD_SHAPE = {"05-gradient-accumulation", "06-checkpointing", "08-multi-device"}
+OLD_SHAPE = {"05-gradient-accumulation", "08-multi-device"}
 CHECK_CALL = re.compile(r"^([A-Z][A-Z0-9_]*)\.(visible|hidden)\((\w+)\b")
 
 
