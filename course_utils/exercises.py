@@ -22,13 +22,16 @@ STUB = f'raise NotImplementedError("{NOT_ATTEMPTED}: replace this line with your
 def not_attempted_line(error: BaseException) -> str | None:
     """The one line shown for an unsolved exercise's stub, or None when `error` is anything else.
 
-    The exercise is named by the innermost function the error went through: the stub's own.
+    The exercise is named by the innermost function the error went through: the stub's own (or by
+    the error's `exercise` attribute, set where the stub ran in another process and its error was
+    raised again here).
     """
     if type(error) is not NotImplementedError or not str(error).startswith(NOT_ATTEMPTED):
         return None
-    tb, name = error.__traceback__, None
-    while tb is not None:
-        name = tb.tb_frame.f_code.co_name
+    tb, name = error.__traceback__, getattr(error, "exercise", None)
+    while tb is not None and not name:
+        if tb.tb_next is None:
+            name = tb.tb_frame.f_code.co_name
         tb = tb.tb_next
     what = f": {name}" if name and not name.startswith("<") else ""
     return f"{NOT_ATTEMPTED}{what} (write it in its exercise cell, run that cell, then this one)"

@@ -95,8 +95,10 @@ def _global_names(code) -> set[str]:
     return names
 
 
-def _recipe(fn: Callable) -> tuple:
-    """What a worker needs to rebuild fn: ("ref", fn) or ("source", name, sources, imports, values)."""
+def portable(fn: Callable) -> tuple:
+    """What a worker needs to rebuild fn, picklable: ("ref", fn) or ("source", name, sources, imports,
+    values). run_workers sends its fn this way; to pass a notebook's function to workers as one of
+    the args, pass portable(fn) and call rebuilt(recipe) in the worker."""
     if not callable(fn):
         raise TypeError(f"fn must be a function, got {type(fn).__name__}")
     if getattr(fn, "__module__", None) != "__main__":
@@ -133,7 +135,7 @@ def _recipe(fn: Callable) -> tuple:
     return ("source", fn.__name__, sources, imports, values)
 
 
-def _rebuild(recipe: tuple) -> Callable:
+def rebuilt(recipe: tuple) -> Callable:
     """The function a recipe describes, rebuilt in this (worker) process."""
     if recipe[0] == "ref":
         return recipe[1]
@@ -169,7 +171,7 @@ def _worker(rank: int, world_size: int, backend: str, port: int, timeout: float,
         os.dup2(capture.fileno(), fd)
     try:
         recipe, args = pickle.loads(payload)
-        fn = _rebuild(recipe)
+        fn = rebuilt(recipe)
         if backend == "nccl":
             torch.cuda.set_device(rank)
         else:
@@ -227,7 +229,7 @@ def run_workers(fn: Callable, world_size: int = 2, backend: str | None = None, t
         raise ValueError(f"backend 'nccl' needs {world_size} CUDA GPUs and NCCL; this machine has "
                          f"{torch.cuda.device_count()} GPUs: use backend='gloo'")
     backend = backend or pick_backend(world_size)
-    payload = pickle.dumps((_recipe(fn), tuple(args)))
+    payload = pickle.dumps((portable(fn), tuple(args)))
     ctx = _context()
     store = dist.TCPStore(_HOST, 0, None, True, timedelta(seconds=timeout), wait_for_workers=False)
     results = ctx.Queue()

@@ -71,3 +71,12 @@ def test_a_demonstration_waits_for_an_unsolved_exercise_without_failing(capsys):
     with pytest.raises(NotImplementedError):
         with uses_your_code():
             raise NotImplementedError("not supported")
+
+
+def test_a_stub_that_ran_in_another_process_is_named_by_its_exercise_attribute():
+    error = NotImplementedError(f"{NOT_ATTEMPTED}: replace this line with your code")
+    error.exercise = "average_gradients"  # raised again here from a worker's report (lesson 08)
+    try:
+        raise error
+    except NotImplementedError as e:
+        assert not_attempted_line(e).startswith(f"{NOT_ATTEMPTED}: average_gradients (")

@@ -78,13 +78,10 @@ def test_some_outputs_are_compared_by_nbval(name):
         assert c.get("outputs"), f"{name}: cell {c.id} is tagged for nbval but has no saved output; run course.sh release"
 
 
-# Lessons whose test cells still write their checks twice (issue 15): each moves to the shape below.
-OLD_SHAPE = {"05-gradient-accumulation", "08-multi-device"}
 CHECK_CALL = re.compile(r"^([A-Z][A-Z0-9_]*)\.(visible|hidden)\((\w+)\b")
 
 
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason="checks not yet written once"))
-                                  if n in OLD_SHAPE else n for n in LESSONS])
+@pytest.mark.parametrize("name", LESSONS)
 def test_each_check_is_written_once(name):
     """A test cell only names its cases: its visible part is at most 8 lines ending in
     CHECK.visible(answer, cases, want); its hidden part gives cases, an EXPECTED block with expect()

@@ -1,0 +1,286 @@
+"""Lesson 08 (multi-device): the checks of its four exercises, used by the visible and the hidden tests.
+
+Each exercise's cases are a dict of lists of plain tuples (or a list, for average_gradients); `want`
+is the right answers for them (the visible test's literals or autograd, or the hidden test's expect()).
+Arguments that the docstring says must raise are listed under "bad" and judged in the same run.
+"""
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from course_utils.checks import check_float, check_tensor
+from course_utils.exercises import NOT_ATTEMPTED
+from course_utils.judging import Check, check_raised, name_of, outcome, raised, raised_name, value_of
+
+
+def _parts(got, keys) -> dict:
+    assert type(got) is dict and set(got) == set(keys), "the test's probe sent malformed results"
+    return got
+
+
+def _results(got, cases, what: str) -> list:
+    assert type(got) is list and len(got) == len(cases), f"the test's probe did not run {what} on every case"
+    return got
+
+
+def _call(fn: str, *args) -> str:
+    return f"{fn}({', '.join(repr(a) for a in args)})"
+
+
+def _why_bad(name: str, value) -> str:
+    """Why an argument that must be an int >= 1 is invalid, in the docstring's terms."""
+    return f"{name} = {value!r} is " + (f"a {type(value).__name__}, not an int" if type(value) is not int else "below 1")
+
+
+def _judge_raised(results, bad, fn: str, why) -> None:
+    """Every bad call raised ValueError; else a message with the call and why its arguments are invalid."""
+    for r, args in zip(_results(results, bad, f"{fn} with invalid arguments"), bad):
+        try:
+            check_raised(r, _call(fn, *args))
+        except AssertionError as e:
+            raise AssertionError(f"{e}: {why(*args)}") from None
+
+
+def _typed(value, name: str, kind: type):
+    """value, when it is exactly a Python `kind` (a bool is not an int here)."""
+    if type(value) is not kind:
+        shown = f" {value!r}" if type(value) in (int, float, bool) else " (a missing return?)" if value is None else ""
+        raise AssertionError(f"{name} should be a Python {kind.__name__}, got {name_of(type(value).__name__)}{shown}")
+    return value
+
+
+# Exercise 1: bubble_fraction(p, m) -> (p-1)/(m+p-1) as a Python float; ValueError unless p and m are ints >= 1.
+# cases: {"values": [(p, m)], "bad": [(p, m)]}; want: [the bubble of each "values" case].
+
+def _bubble_mistakes(p, m, right) -> dict:
+    return {"this is the idle time relative to the busy time, (p-1)/m; "
+            "the fraction of the whole schedule is (p-1)/(m+p-1)": (p - 1) / m,
+            "off by one: the schedule has m + p - 1 steps each way, not m + p": (p - 1) / (m + p),
+            "this is the busy fraction m/(m+p-1); the bubble is the idle part": m / (m + p - 1),
+            "p stages give p - 1 idle steps each way, not p": p / (m + p - 1)}
+
+
+def _probe_pairs(fn, cases):
+    return {"values": [outcome(fn, *args) for args in cases["values"]],
+            "raised": [raised(fn, *args) for args in cases["bad"]]}
+
+
+def _judge_pairs(fn: str, kind: type, mistakes, why_bad):
+    """A judge for cases {"values": [args], "bad": [args]}: each value a Python `kind` equal to want's
+    (mistakes(*args, right) names known wrong ones), each bad call a ValueError (why_bad(*args) says why)."""
+    def judge(got, want, cases):
+        got = _parts(got, ("values", "raised"))
+        for g, right, args in zip(_results(got["values"], cases["values"], fn), want, cases["values"]):
+            name = _call(fn, *args)
+            value = _typed(value_of(g, name), name, kind)
+            if kind is int and value < 1:
+                raise AssertionError(f"{name} is {value}: a pipeline needs at least one micro-batch")
+            check_float(value, right, name, mistakes={k: v for k, v in mistakes(*args, right).items() if v != right})
+        _judge_raised(got["raised"], cases["bad"], fn, why_bad)
+    return judge
+
+
+BUBBLE_FRACTION = Check("bubble_fraction", _probe_pairs, _judge_pairs(
+    "bubble_fraction", float, _bubble_mistakes,
+    lambda p, m: _why_bad("p", p) if type(p) is not int or p < 1 else _why_bad("m", m)))
+
+
+# Exercise 2: min_microbatches(p, bound) -> the smallest int m >= 1 with (p-1)/(m+p-1) <= bound;
+# ValueError unless p is an int >= 1 and 0 < bound < 1 (nan is not).
+# cases: {"values": [(p, bound)], "bad": [(p, bound)]}; want: [the right m of each "values" case].
+
+def _microbatch_mistakes(p, bound, right) -> dict:
+    off_by_one = 1
+    while (p - 1) / (off_by_one + p) > bound:
+        off_by_one += 1
+    mistakes = {"the bubble formula inside is off by one: use (p-1)/(m+p-1), not (p-1)/(m+p)": off_by_one,
+                f"one micro-batch more than needed: with m = {right} the bubble (p-1)/(m+p-1) is already <= {bound} "
+                "(a bubble equal to the bound is allowed; a float rounded up with math.ceil can also land one too high)":
+                right + 1,
+                f"one micro-batch too few: at m = {right - 1} the bubble is still above {bound}": right - 1}
+    return mistakes
+
+
+MIN_MICROBATCHES = Check("min_microbatches", _probe_pairs, _judge_pairs(
+    "min_microbatches", int, _microbatch_mistakes, lambda p, bound: _why_bad("p", p) if type(p) is not int or p < 1
+    else f"bound = {bound!r} is not a number strictly between 0 and 1"))
+
+
+# Exercise 3: balance_stages(layer_params, num_stages) -> num_stages non-empty lists of consecutive
+# layer indices, 0..n-1 once each in order, the largest stage's parameters as few as possible;
+# layer_params left unchanged; ValueError unless num_stages is an int with 1 <= num_stages <= n.
+# cases: {"splits": [(layer_params, num_stages)], "bad": [(layer_params, num_stages)]};
+# want: [the smallest possible largest stage of each "splits" case].
+
+def _probe_balance(fn, cases):  # "after": the layer_params list as the call left it
+    calls = [(list(params), k) for params, k in cases["splits"]]
+    return {"splits": [{**outcome(fn, inputs, k), "after": inputs} for inputs, k in calls],
+            "raised": [raised(fn, list(params), k) for params, k in cases["bad"]]}
+
+
+def _shown(value) -> str:
+    """A result as feedback may show it: lists and ints as they are, anything else by its type's name."""
+    if type(value) is int:
+        return repr(value)
+    if type(value) is list:
+        return "[" + ", ".join(_shown(v) for v in value[:20]) + (", ..." if len(value) > 20 else "") + "]"
+    return f"<{name_of(type(value).__name__)}>"
+
+
+def _judge_split(result, params, k, best) -> None:
+    name = _call("balance_stages", params, k)
+    split = value_of(result, name)
+    assert type(split) is list and all(type(s) is list for s in split), \
+        f"{name} should be a list of lists of layer indices, got {_shown(split)}"
+    assert len(split) == k, f"{name} has {len(split)} stages, expected {k}: one per device"
+    for s, stage in enumerate(split):
+        assert stage, f"{name}: stage {s} is empty: every device needs at least one layer"
+        assert all(type(i) is int for i in stage), f"{name}: stage {s} should hold int layer indices, got {_shown(stage)}"
+        assert stage == list(range(stage[0], stage[0] + len(stage))), \
+            f"{name}: stage {s} holds layers {stage}, which are not contiguous: a stage must be a run of consecutive " \
+            "layers"
+    flat = [i for stage in split for i in stage]
+    assert flat == list(range(len(params))), \
+        f"{name}: the stages must hold layers 0..{len(params) - 1} once each, in order; they hold {_shown(flat)}"
+    assert result["after"] == list(params), f"{name} changed its layer_params list: leave the input as it was"
+    loads = [sum(params[i] for i in stage) for stage in split]
+    if max(loads) != best:
+        sizes = [len(stage) for stage in split]
+        hint = ("; its stages hold equal numbers of layers, but equal numbers of layers per stage ignore how many "
+                "parameters each layer has" if max(sizes) - min(sizes) <= 1 else "")
+        raise AssertionError(f"{name}: the stages hold {loads} parameters, the largest {max(loads)}; "
+                             f"a contiguous split whose largest stage holds {best} exists{hint}")
+
+
+def _judge_balance(got, want, cases):
+    got = _parts(got, ("splits", "raised"))
+    for result, best, case in zip(_results(got["splits"], cases["splits"], "balance_stages"), want, cases["splits"]):
+        assert type(result) is dict and "after" in result, "the test's probe sent malformed results"
+        _judge_split(result, *case, best)
+    _judge_raised(got["raised"], cases["bad"], "balance_stages", lambda params, k: _why_bad("num_stages", k)
+                  if type(k) is not int else f"num_stages = {k} is not between 1 and {len(params)}, the number of layers")
+
+
+BALANCE_STAGES = Check("balance_stages", _probe_balance, _judge_balance)
+
+
+# Exercise 4: average_gradients(model), run in every worker of a gloo process group after backward.
+# cases: [(world_size, seed, kind)], kind "plain" | "frozen" (one parameter's .grad stays None) |
+# "float32" | "no_grads" (no backward ran: every .grad is None); want: [one gradient per parameter of
+# dp_problem(seed, kind)'s model on its whole batch (autograd, one process), None where .grad is None].
+
+KINDS = {"plain": ("", None),  # kind: (how messages name the case, what a failed run's message adds)
+         "frozen": (" and a frozen parameter",
+                    "a frozen parameter's .grad is None: skip such parameters, do not all_reduce them"),
+         "float32": (" and a float32 model", "the parameters and their gradients are float32 here"),
+         "no_grads": (" before any backward (every .grad None)",
+                      "every .grad is None here: there is nothing to average, and nothing to all_reduce")}
+
+
+def dp_problem(seed: int, kind: str = "plain"):
+    """(model, X, y): a small MLP (float64, or float32 for kind "float32") and a batch of 12, the same in
+    every process that calls this with the same seed; kind "frozen" freezes the first bias."""
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {sorted(KINDS)}, got {kind!r}")
+    dtype = torch.float32 if kind == "float32" else torch.float64
+    torch.manual_seed(seed)
+    model = nn.Sequential(nn.Linear(5, 7), nn.Tanh(), nn.Linear(7, 3)).to(dtype)
+    if kind == "frozen":
+        model[0].bias.requires_grad_(False)
+    return model, torch.randn(12, 5, dtype=dtype), torch.randint(0, 3, (12,))
+
+
+def _rank_grads(world_size, rank, seed, kind):
+    """The model of dp_problem(seed, kind) after backward on rank `rank`'s share of the batch."""
+    model, X, y = dp_problem(seed, kind)
+    if kind != "no_grads":
+        n = len(X) // world_size
+        F.cross_entropy(model(X[rank * n:(rank + 1) * n]), y[rank * n:(rank + 1) * n]).backward()
+    return model
+
+
+def _dp_worker(rank, world_size, recipe, seed, kind):
+    """In each worker: this rank's gradients, then the learner's average_gradients (rebuilt from recipe)."""
+    from course_utils.parallel import rebuilt
+    average_gradients = rebuilt(recipe)
+    model = _rank_grads(world_size, rank, seed, kind)
+    average_gradients(model)
+    return [None if p.grad is None else p.grad.detach().clone() for p in model.parameters()]
+
+
+def _workers_failed(e) -> dict:
+    """What run_workers raised, as data: its classes, a failing rank's exception class, whether others returned."""
+    text = str(e)
+    remote = None
+    if type(e).__name__ == "WorkerError" and " failed: " in text:  # "rank 1 of 2 failed: ValueError: ..."
+        remote = text.split(" failed: ", 1)[1].split(":", 1)[0]
+    if remote == "NotImplementedError" and NOT_ATTEMPTED in text.splitlines()[0]:
+        stub = NotImplementedError(text.splitlines()[0].split("NotImplementedError: ", 1)[1])
+        stub.exercise = "average_gradients"  # the stub ran in the workers: name it in the one line
+        raise stub
+    return {"raised": tuple(c.__name__ for c in type(e).__mro__),
+            "rank_raised": remote if remote and remote.isidentifier() else None,
+            "others_returned": "had already returned" in text}
+
+
+def _probe_average(fn, cases):
+    """Each case: every rank's gradients after fn (None where .grad is None), or what went wrong; the
+    cases after a failure are not run (a rank that hangs costs its timeout)."""
+    from course_utils.parallel import portable, run_workers
+    found = []
+    for world_size, seed, kind in cases:
+        if found and type(found[-1]) is not list:
+            found.append(None)
+            continue
+        try:
+            found.append(run_workers(_dp_worker, world_size=world_size, backend="gloo", timeout=20,
+                                     args=(portable(fn), seed, kind)))
+        except Exception as e:  # noqa: BLE001 - a failing rank is an observation
+            found.append(_workers_failed(e))
+    return found
+
+
+def _judge_failure(failed, where, kind):
+    names = _parts(failed, ("raised", "rank_raised", "others_returned"))["raised"]
+    names = names if type(names) is tuple else ()
+    same_calls = "every rank must make the same collective calls (all_reduce, barrier), in the same order"
+    if "TimeoutError" in names:
+        raise AssertionError(f"{where}, the ranks did not finish in time: a rank waits forever in a collective that "
+                             f"another rank never calls: {same_calls}")
+    if "WorkerError" not in names:
+        raise AssertionError(f"{where}, run_workers raised {raised_name(names)} before the workers ran"
+                             + (": average_gradients must be a plain def function, which travels to the workers by "
+                                "its source (no closures or lambdas)" if "TypeError" in names else ""))
+    hints = [f"some ranks had already returned: {same_calls}"] * (failed["others_returned"] is True) + [KINDS[kind][1]]
+    raise AssertionError(f"{where}, the workers failed: a rank raised {raised_name((failed['rank_raised'],))}"
+                         + "".join(f" ({h})" for h in hints if h))
+
+
+def _judge_average(got, want, cases):
+    for found, whole, (world_size, seed, kind) in zip(_results(got, cases, "average_gradients"), want, cases):
+        where = f"with {world_size} rank{'s' if world_size > 1 else ''}{KINDS[kind][0]}"
+        if type(found) is not list:
+            _judge_failure(found, where, kind)
+        assert len(found) == world_size, f"{where}: expected one result per rank"
+        for rank, grads in enumerate(found):
+            assert type(grads) is list and len(grads) == len(whole), f"{where}: rank {rank} returned no gradients"
+            own = [p.grad for p in _rank_grads(world_size, rank, seed, kind).parameters()]
+            for i, (e, g, mine) in enumerate(zip(whole, grads, own)):
+                name = f"{where}, rank {rank}'s gradient of parameter {i}"
+                if e is None:
+                    why = "the parameter is frozen" if kind == "frozen" else "no backward ran, so there is no gradient"
+                    assert g is None, f"{name} should stay None: {why}"
+                    continue
+                name += f" {tuple(e.shape)}"
+                assert g is not None, f"{name} is None: only parameters whose .grad is None are left alone"
+                tol = (1e-5, 1e-6) if e.dtype == torch.float32 else (1e-9, 1e-12)
+                check_tensor(g, e, name, rtol=tol[0], atol=tol[1], mistakes={
+                    "the gradients were summed over the ranks but not divided by the world size": e * world_size,
+                    "this is the rank's own gradient: the all_reduce is missing (or was applied to p.data, not p.grad)":
+                        mine,
+                    "the rank's own gradient was divided by the world size but never all-reduced": mine / world_size,
+                    "the sum was divided by 2, not by the world size (dist.get_world_size())": e * world_size / 2})
+
+
+AVERAGE_GRADIENTS = Check("average_gradients", _probe_average, _judge_average)
