@@ -275,3 +275,11 @@ def draw(root: torch.Tensor, params: dict | None = None, show_saved: bool = Fals
     dot.body = [re.sub(r"fillcolor=(\w+)\]$", recolour, line) for line in dot.body]
     dot.node_attr["fillcolor"] = COLOURS["op"]  # op nodes name no colour: they take the default
     return dot
+
+
+def next_node_number() -> int:
+    """The sequence number autograd gives the next node it makes in this thread. It only grows,
+    whatever hooks, modes or grad mode code sets, so the difference of two readings counts the nodes
+    made in between: how the lessons' checks tell that an answer built a graph it should not have."""
+    with torch.enable_grad():
+        return (torch.zeros(1, requires_grad=True) * 1).grad_fn._sequence_nr()

@@ -123,6 +123,16 @@ class Check:
         grade(probe, expect, judge if expect is not None else None)
 
 
+MALFORMED = "the test's probe sent malformed results"
+
+
+def results(got, cases, what: str) -> list:
+    """For a judge: `got` when it is a list with one result per case, else an AssertionError saying
+    that `what` was not run on every case."""
+    assert type(got) is list and len(got) == len(cases), f"{what} was not run on every case"
+    return got
+
+
 def run_probe(probe: Callable[[], object]) -> object:
     """probe() from the same seeded start everywhere (notebook, learner's worker, reference)."""
     _seed()

@@ -275,3 +275,15 @@ def test_params_must_be_a_dict_of_tensors(fn, mlp):
                         ({0: w}, "int -> Parameter"), ({"w": w.tolist()}, "str -> list")]:
         with pytest.raises(TypeError, match=rf"params must be a dict of name -> tensor.*got.* {got}$"):
             fn(out, params)
+
+
+def test_next_node_number_counts_the_nodes_made_whatever_the_grad_mode():
+    from course_utils.graph import next_node_number
+    x = torch.ones(3, requires_grad=True)
+    before = next_node_number()
+    y = (x * 2).sum()  # two nodes: MulBackward0, SumBackward0
+    after = next_node_number()
+    assert after - before == 2 + 1  # + the reading's own node
+    with torch.no_grad():  # grad mode off: the reading still works, and nothing else was made
+        assert next_node_number() == after + 1
+    assert y.grad_fn is not None

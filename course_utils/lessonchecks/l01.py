@@ -5,14 +5,11 @@ literals, or the hidden test's expect()).
 """
 
 from course_utils.checks import check_floats
-from course_utils.judging import Check, check_raised, raised
+from course_utils.judging import Check, MALFORMED, check_raised, raised, results
 
 GRAD_LABELS = ("df/dx", "df/dy", "df/dz")
 
 
-def _results(got, cases, what: str) -> list:
-    assert type(got) is list and len(got) == len(cases), f"{what} was not run on every case"
-    return got
 
 
 # Exercise 1: circuit_grads(x, y, z) -> (df/dx, df/dy, df/dz) of f = (x + y) z.
@@ -31,7 +28,7 @@ def _circuit_mistakes(x, y, z) -> dict:
 
 
 def _judge_circuit_grads(got, want, cases):
-    for g, w, (x, y, z) in zip(_results(got, cases, "circuit_grads"), want, cases):
+    for g, w, (x, y, z) in zip(results(got, cases, "circuit_grads"), want, cases):
         check_floats(g, w, f"circuit_grads({x}, {y}, {z})", labels=GRAD_LABELS, mistakes=_circuit_mistakes(x, y, z))
 
 
@@ -68,8 +65,8 @@ def _probe_numerical_gradient(fn, cases):
 
 
 def _judge_numerical_gradient(got, want, cases):
-    for g, w, (label, f, point, h) in zip(_results(got, cases, "numerical_gradient"), want, cases):
-        assert type(g) is dict and set(g) == {"result", "inputs_after"}, "the test's results came back malformed"
+    for g, w, (label, f, point, h) in zip(results(got, cases, "numerical_gradient"), want, cases):
+        assert type(g) is dict and set(g) == {"result", "inputs_after"}, MALFORMED
         name = f"numerical_gradient({label}, {point})" if h is None else f"numerical_gradient({label}, {point}, h={h})"
         tol, atol = (1e-6, 1e-6) if h is None else (1e-9, 1e-12)
         check_floats(g["result"], w, name, rtol=tol, atol=atol,
@@ -106,11 +103,11 @@ def _probe_gate_backward(fn, cases):
 
 
 def _judge_gate_backward(got, want, cases):
-    assert type(got) is dict and set(got) == {"grads", "raised"}, "the test's results came back malformed"
-    for g, w, (op, a, b, up) in zip(_results(got["grads"], cases["gates"], "gate_backward"), want, cases["gates"]):
+    assert type(got) is dict and set(got) == {"grads", "raised"}, MALFORMED
+    for g, w, (op, a, b, up) in zip(results(got["grads"], cases["gates"], "gate_backward"), want, cases["gates"]):
         check_floats(g, w, f"gate_backward({op!r}, {a}, {b}, {up})", labels=("d/da", "d/db"),
                      mistakes=_gate_mistakes(op, a, b, up))
-    for r, op in zip(_results(got["raised"], cases["bad_ops"], "gate_backward with an unknown op"), cases["bad_ops"]):
+    for r, op in zip(results(got["raised"], cases["bad_ops"], "gate_backward with an unknown op"), cases["bad_ops"]):
         check_raised(r, f"gate_backward({op!r}, 1.0, 2.0, 1.0)")
 
 
@@ -138,7 +135,7 @@ def _second_mistakes(x, y, z, w) -> dict:
 
 
 def _judge_second_circuit(got, want, cases):
-    for g, w, point in zip(_results(got, cases, "second_circuit_grads"), want, cases):
+    for g, w, point in zip(results(got, cases, "second_circuit_grads"), want, cases):
         check_floats(g, w, f"second_circuit_grads{point}", labels=GRAD_LABELS + ("df/dw",),
                      mistakes=_second_mistakes(*point))
 

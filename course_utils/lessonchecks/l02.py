@@ -6,13 +6,10 @@ those cases (the visible test's literals, or the hidden test's expect()). Each e
 import math
 
 from course_utils.checks import check_float, check_floats
-from course_utils.judging import Check, check_raised, name_of, outcome, raised, value_of
+from course_utils.judging import Check, MALFORMED, check_raised, name_of, outcome, raised, results, value_of
 
-TOL, MALFORMED = {"rtol": 1e-9, "atol": 1e-12}, "the test's results came back malformed"
+TOL = {"rtol": 1e-9, "atol": 1e-12}
 
-def _results(got, cases, what: str) -> list:
-    assert type(got) is list and len(got) == len(cases), f"{what} was not run on every case"
-    return got
 
 def _shown(v) -> str:
     """A value the learner's process sent, as feedback may show it: numbers, or a type's name."""
@@ -42,7 +39,7 @@ def _probe_neuron(fn, cases):
 
 def _judge_neuron(got, want, cases):
     assert type(got) is dict and set(got) == {"runs", "bad"}, MALFORMED
-    for run, (f, dw, dx), (w, x) in zip(_results(got["runs"], cases["neurons"], "neuron_grads"), want, cases["neurons"]):
+    for run, (f, dw, dx), (w, x) in zip(results(got["runs"], cases["neurons"], "neuron_grads"), want, cases["neurons"]):
         name = f"neuron_grads({w}, {x})"
         result = value_of(run, name)
         assert (run.get("w"), run.get("x")) == (list(w), list(x)), \
@@ -57,7 +54,7 @@ def _judge_neuron(got, want, cases):
                 f"{name}: dw has one entry per input and no entry for the bias: it needs {len(right)}, df/dz last")
             check_floats(mine, right, f"{name}: {part}", labels=[f"df/{part[1]}{i}" for i in range(len(right))], **TOL,
                          mistakes={m: v[k] for m, v in mistakes.items()})
-    for r, (w, x) in zip(_results(got["bad"], cases["bad"], "neuron_grads with sizes that do not fit"), cases["bad"]):
+    for r, (w, x) in zip(results(got["bad"], cases["bad"], "neuron_grads with sizes that do not fit"), cases["bad"]):
         check_raised(r, f"neuron_grads({w}, {x})")
 
 NEURON_GRADS = Check("neuron_grads", _probe_neuron, _judge_neuron)
@@ -95,7 +92,7 @@ def _probe_order(fn, cases):
     return [outcome(listed, graph(*case[1:])) for case in cases]
 
 def _judge_order(got, want, cases):
-    for seen, count, (what, spec, *kind) in zip(_results(got, cases, "topological_order"), want, cases):
+    for seen, count, (what, spec, *kind) in zip(results(got, cases, "topological_order"), want, cases):
         keys, names = list(spec), [k.split("#")[0] for k in spec]
         name = f"topological_order({names[-1]}) for {what}"
         seen = value_of(seen, name)
@@ -185,7 +182,7 @@ def _probe_ops(V, cases):
     return seen
 
 def _judge_ops(got, want, cases):
-    for seen, (data, right), (op, inputs, up) in zip(_results(got, cases, "the Value ops"), want, cases):
+    for seen, (data, right), (op, inputs, up) in zip(results(got, cases, "the Value ops"), want, cases):
         name = f"{op} at {', '.join(f'{v} = {d}' for v, d in zip('xy', inputs))}"
         out = value_of(seen, name)
         assert type(out) is dict, MALFORMED
@@ -274,7 +271,7 @@ def _twice(backward, V, fn, inputs) -> dict:
     return seen | {"second": [x.grad for x in xs]}
 
 def _judge_backward(got, want, cases):
-    for seen, right, (what, fn, inputs) in zip(_results(got, cases["graphs"], "backward"), want, cases["graphs"]):
+    for seen, right, (what, fn, inputs) in zip(results(got, cases["graphs"], "backward"), want, cases["graphs"]):
         walks = _replays(cases["Value"], cases["order"], fn, inputs)
         mine = walks.pop("right", ())
         hint = "" if mine is None or len(mine) == len(right) and all(

@@ -12,13 +12,10 @@ import torch
 import torch.nn.functional as F
 
 from course_utils.checks import check_floats, check_tensor
-from course_utils.judging import Check, name_of, outcome, raised, raised_name, value_of
+from course_utils.graph import next_node_number
+from course_utils.judging import Check, MALFORMED, name_of, outcome, raised, raised_name, results, value_of
 
-MALFORMED = "the test's results came back malformed"
 
-def _results(got, cases, what: str) -> list:
-    assert type(got) is list and len(got) == len(cases), f"{what} was not run on every case"
-    return got
 
 def _parts(got, keys) -> dict:
     assert type(got) is dict and set(got) == set(keys), MALFORMED
@@ -100,7 +97,7 @@ def _probe_bfs(fn, cases):
 
 def _judge_bfs(got, want, cases):
     got = _parts(got, ("graphs", "no_graph"))
-    for seen, expected, (what, t) in zip(_results(got["graphs"], cases["graphs"], "bfs_nodes"), want, cases["graphs"]):
+    for seen, expected, (what, t) in zip(results(got["graphs"], cases["graphs"], "bfs_nodes"), want, cases["graphs"]):
         name = f"bfs_nodes({what})"
         if type(seen) is dict and seen.get("on_none") is True:
             raise AssertionError(f"{name} raised AttributeError on None: next_functions holds None for an input that "
@@ -126,7 +123,7 @@ def _judge_bfs(got, want, cases):
             if why is None and sorted(actual) == sorted(expected):
                 why = "the right nodes in another order; go breadth-first, children in next_functions order"
         raise AssertionError(f"{name} is wrong{': ' + why if why else ''}. It gave {shown}, expected {expected}")
-    for r, (what, _) in zip(_results(got["no_graph"], cases["no_graph"], "bfs_nodes"), cases["no_graph"]):
+    for r, (what, _) in zip(results(got["no_graph"], cases["no_graph"], "bfs_nodes"), cases["no_graph"]):
         _refused(r, f"bfs_nodes({what})", "a tensor without a grad_fn has no graph below it (walk() refuses it too)")
 
 BFS_NODES = Check("bfs_nodes", _probe_bfs, _judge_bfs)
@@ -175,14 +172,11 @@ def _saved_mistakes(case, right) -> dict:
     found += [(f"the bytes assume 4 per element: {dtype} takes {e}", (c, s * 4 // e, a * 4 // e))] if e != 4 else []
     return _named(found, lambda x, y: x == y)
 
-def _nodes_so_far() -> int:  # autograd's next node number in this thread: only grows, whatever hooks or modes
-    with torch.enable_grad():
-        return (torch.zeros(1, requires_grad=True) * 1).grad_fn._sequence_nr()
 
 def _saved_seen(fn, case) -> dict:
     """predict_saved's outcome, and what shows a graph built to measure: tensors saved under the
     test's hooks ("packed") and autograd nodes made in this thread ("nodes")."""
-    packed, first = [], _nodes_so_far()
+    packed, first = [], next_node_number()
     try:
         with torch.autograd.graph.saved_tensors_hooks(lambda t: packed.append(1) or t, lambda t: t):
             seen = {"value": fn(*case)}
@@ -190,7 +184,7 @@ def _saved_seen(fn, case) -> dict:
         raise
     except Exception as e:  # noqa: BLE001 - what was raised is the observation
         seen = {"raised": _mro(e), "memory": isinstance(e, MemoryError) or _says(e, "allocate")}
-    return {**seen, "packed": len(packed), "nodes": _nodes_so_far() - first - 1}
+    return {**seen, "packed": len(packed), "nodes": next_node_number() - first - 1}
 
 def _probe_saved(fn, cases):
     return {part: [_saved_seen(fn, case) for case in cases[part]] for part in ("sizes", "bad")}
@@ -209,7 +203,7 @@ def _not_measured(seen, what: str, case) -> dict:
 
 def _judge_saved(got, want, cases):
     got = _parts(got, ("sizes", "bad"))
-    for seen, right, case in zip(_results(got["sizes"], cases["sizes"], "predict_saved"), want, cases["sizes"]):
+    for seen, right, case in zip(results(got["sizes"], cases["sizes"], "predict_saved"), want, cases["sizes"]):
         what = _saved_call(case)
         result = value_of(_not_measured(seen, what, case), what)
         if type(result) is not tuple or len(result) != 3:
@@ -224,7 +218,7 @@ def _judge_saved(got, want, cases):
             check_floats(result, right, what, rtol=0, atol=0, labels=LABELS, mistakes=_saved_mistakes(case, right))
             raise AssertionError(f"{what}: " + "; ".join(  # past 2**53, floats cannot tell every int apart
                 f"{label} is {v - w:+d} from the right value" for label, v, w in zip(LABELS, result, right) if v != w))
-    for seen, case in zip(_results(got["bad"], cases["bad"], "predict_saved"), cases["bad"]):
+    for seen, case in zip(results(got["bad"], cases["bad"], "predict_saved"), cases["bad"]):
         what = _saved_call(case)
         _refused(_not_measured(seen, what, case).get("raised"), what, "a size below 1 makes no network to predict")
 
@@ -278,7 +272,7 @@ def _probe_decay(fn, cases):
 def _judge_decay(got, want, cases):
     got = _parts(got, ("models", "bad"))
     for seen, (value, grads), (what, model, X, y, lam) in zip(
-            _results(got["models"], cases["models"], "loss_with_weight_decay"), want, cases["models"]):
+            results(got["models"], cases["models"], "loss_with_weight_decay"), want, cases["models"]):
         name = f"loss_with_weight_decay({what})"
         loss = _value(seen, name)
         assert type(loss) is dict, MALFORMED
@@ -302,7 +296,7 @@ def _judge_decay(got, want, cases):
             g0 = torch.zeros_like(r) if g0 is None else g0
             check_tensor(torch.zeros_like(r) if g is None else g, r, f"the gradient of {name} with respect to {k}",
                          rtol=rtol, atol=atol, mistakes={} if _close(rtol, atol)(g0, r) else {NO_GRADIENT: g0})
-    for r, case in zip(_results(got["bad"], cases["bad"], "loss_with_weight_decay"), cases["bad"]):
+    for r, case in zip(results(got["bad"], cases["bad"], "loss_with_weight_decay"), cases["bad"]):
         _refused(r, f"loss_with_weight_decay({case[0]})", "a negative lam would make the weights grow")
 
 WEIGHT_DECAY = Check("loss_with_weight_decay", _probe_decay, _judge_decay)
@@ -352,7 +346,7 @@ def _judge_mul(got, want, cases):
     got = _parts(got, ("pairs", "bad"))
     close = _close(1e-5, 1e-8)
     for seen, ref, (what, a, b, upstream, check) in zip(
-            _results(got["pairs"], cases["pairs"], "MulFunction.apply"), want, cases["pairs"]):
+            results(got["pairs"], cases["pairs"], "MulFunction.apply"), want, cases["pairs"]):
         name = f"MulFunction.apply{what}"
         out = _value(seen, name)
         assert type(out) is dict, MALFORMED
@@ -392,7 +386,7 @@ def _judge_mul(got, want, cases):
             if not (type(rows) is torch.Tensor and rows.shape == oracle.shape and rows.dtype == oracle.dtype
                     and torch.allclose(rows, oracle, rtol=1e-7, atol=1e-10)):
                 raise AssertionError(failed)
-    for r, (what, _, _) in zip(_results(got["bad"], cases["bad"], "MulFunction.apply"), cases["bad"]):
+    for r, (what, _, _) in zip(results(got["bad"], cases["bad"], "MulFunction.apply"), cases["bad"]):
         _refused(r, f"MulFunction.apply{what}", "a and b must have the same shape (a broadcast product's backward "
                  "would return gradients of the wrong shape)")
 

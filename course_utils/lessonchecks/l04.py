@@ -17,13 +17,11 @@ import torch
 from torch.nn import functional as F
 
 from course_utils.checks import CheckFailed, check_tensor
-from course_utils.judging import Check, check_raised, outcome, raised, raised_name, value_of
+from course_utils.graph import next_node_number
+from course_utils.judging import Check, MALFORMED, check_raised, outcome, raised, raised_name, results, value_of
 from course_utils.models import MLPScratch
 
 
-def _results(got, cases, what: str) -> list:
-    assert type(got) is list and len(got) == len(cases), f"{what} was not run on every case"
-    return got
 
 
 # Exercise 1: gradient_shapes(X_shape, num_hiddens, num_outputs) -> dict of shapes.
@@ -97,7 +95,7 @@ def _count_words(key, got, want) -> str:
 
 
 def _judge_shapes(got, want, cases):
-    for case, expected, (X_shape, num_hiddens, num_outputs) in zip(_results(got, cases, "gradient_shapes"), want, cases):
+    for case, expected, (X_shape, num_hiddens, num_outputs) in zip(results(got, cases, "gradient_shapes"), want, cases):
         name = f"gradient_shapes({X_shape}, {num_hiddens}, {num_outputs})"
         try:
             actual = value_of(case, name)
@@ -176,11 +174,6 @@ def _backward_facts(case, y) -> str:
     return "; ".join(f for f in facts if f)
 
 
-def _nodes_so_far() -> int:
-    """The sequence number autograd gives the next node it makes in this thread: it only grows, whatever
-    hooks, modes or grad mode the learner's code sets, so a difference counts nodes made."""
-    with torch.enable_grad():
-        return (torch.zeros(1, requires_grad=True) * 1).grad_fn._sequence_nr()
 
 
 MARK = "mlp_backward test: profiler running"
@@ -193,7 +186,7 @@ def _autograd_watched(fn) -> dict:
     from torch._C._profiler import _ExperimentalConfig
     os.environ["KINETO_LOG_LEVEL"] = "6"  # no profiler_start lines on stderr
     found, names, stub = {}, [], None
-    first = _nodes_so_far()
+    first = next_node_number()
     try:
         with torch.autograd.profiler.profile(experimental_config=_ExperimentalConfig(profile_all_threads=True)) as prof:
             with torch.autograd.profiler.record_function(MARK):
@@ -217,7 +210,7 @@ def _autograd_watched(fn) -> dict:
     if stub is not None:
         raise stub
     found.update(backward=sum(n.startswith("autograd::engine::evaluate_function") for n in names),
-                 dual=names.count("aten::_make_dual"), nodes=_nodes_so_far() - first - 1, intact=names.count(MARK) == 2)
+                 dual=names.count("aten::_make_dual"), nodes=next_node_number() - first - 1, intact=names.count(MARK) == 2)
     return found
 
 
@@ -292,11 +285,11 @@ def _check_grad(actual, expected, name, mistakes, tol):
 
 
 def _judge_backward(got, want, cases):
-    for case, w, spec in zip(_results(got, cases, "mlp_backward"), want, cases):
+    for case, w, spec in zip(results(got, cases, "mlp_backward"), want, cases):
         name, L = _backward_name(spec), len(w[0])
         assert type(case) is dict and ("value" in case or "raised" in case) \
             and all(type(case.get(k)) is int for k in ("backward", "dual", "nodes")) and type(case.get("intact")) is bool, \
-            f"{name}: the test's probe sent malformed results"
+            f"{name}: {MALFORMED}"
         if not case["intact"]:
             raise CheckFailed(f"{name} stopped or restarted the test's profiler (a profiler of its own?): the test "
                               "cannot check that it ran no autograd")
@@ -404,8 +397,8 @@ def _budget_mistakes(case, right) -> dict:
 
 
 def _judge_budget(got, want, cases):
-    assert type(got) is dict and set(got) == {"budgets", "raised"}, "the test's probe sent malformed results"
-    for case, right, spec in zip(_results(got["budgets"], cases["budgets"], "training_memory_budget"), want, cases["budgets"]):
+    assert type(got) is dict and set(got) == {"budgets", "raised"}, MALFORMED
+    for case, right, spec in zip(results(got["budgets"], cases["budgets"], "training_memory_budget"), want, cases["budgets"]):
         name = _budget_name(spec)
         budget = value_of(case, name)
         assert type(budget) is dict, f"{name} should return a dict, got {type(budget).__name__}"
@@ -420,7 +413,7 @@ def _judge_budget(got, want, cases):
                 raise CheckFailed(f"{msg}: {known}." if known else f"{msg} ({budget[key] - right[key]:+d} bytes).")
         assert budget["total"] == right["total"], \
             f"{name}['total'] is {budget['total']}, expected {right['total']}: the sum of the other four entries"
-    for names, bad in zip(_results(got["raised"], cases["bad"], "training_memory_budget with an unknown optimizer"), cases["bad"]):
+    for names, bad in zip(results(got["raised"], cases["bad"], "training_memory_budget with an unknown optimizer"), cases["bad"]):
         check_raised(names, f"training_memory_budget(model, 4, {bad!r})")
 
 

@@ -10,17 +10,16 @@ from torch import nn
 
 from course_utils.checks import check_floats, check_tensor
 from course_utils.data import blobs, linear
-from course_utils.judging import Check, check_raised, memory_peaks, outcome, raised, raised_name, value_of
+from course_utils.judging import Check, MALFORMED, check_raised, memory_peaks, outcome, raised, raised_name, value_of
 from course_utils.memory import SavedTensors
 
-MALFORMED = "the test's probe sent malformed results"
 WHAT = "train_accumulated on {} samples, micro_batch_size={}, accumulation_steps={}"
 ALIVE = ("several micro-batches' graphs were alive at once, as when the losses are summed into one graph. Call "
          "backward on each micro-batch's loss before the next forward, so its graph is freed")
 
 
 def _listed(got, cases, what: str) -> list:
-    assert type(got) is list and len(got) == len(cases), f"{MALFORMED}: {what} was not run on every case"
+    assert type(got) is list and len(got) == len(cases), f"{what} was not run on every case"
     return got
 
 

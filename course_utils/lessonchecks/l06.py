@@ -12,7 +12,7 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint_sequential
 
 from course_utils.checks import CheckFailed, check_tensor
-from course_utils.judging import Check, check_raised, memory_peaks, name_of, outcome, raised, raised_name, value_of
+from course_utils.judging import Check, MALFORMED, check_raised, memory_peaks, name_of, outcome, raised, raised_name, results, value_of
 from course_utils.memory import SavedTensors, TensorAllocations, cpu_peak_bytes
 
 MEASURE_ACT = 256 * 32 * 4  # one activation of measured_peak's chain, in bytes
@@ -27,9 +27,6 @@ def _check(ok: bool, message: str) -> None:
         raise CheckFailed(message)
 
 
-def _results(got, cases, what: str) -> list:
-    assert type(got) is list and len(got) == len(cases), f"{what} was not run on every case"
-    return got
 
 
 @functools.lru_cache(maxsize=None)
@@ -66,7 +63,7 @@ PEAK_MISTAKES = {
 
 def _judge_peak(got, want, cases):
     rows = []  # (got, want, n, s, act, tolerance)
-    for g, w, (n, s, act, how) in zip(_results(got, cases, "checkpoint_peak_bytes"), want, cases):
+    for g, w, (n, s, act, how) in zip(results(got, cases, "checkpoint_peak_bytes"), want, cases):
         name = f"checkpoint_peak_bytes({n}, {s}, {act})"
         g = value_of(g, name)
         if type(g) is not int:
@@ -192,14 +189,14 @@ def _probe_forward(fn, cases):
 
 
 def _warned(w):
-    assert type(w) is dict and set(w) == {"category", "known"}, "the test's probe sent malformed results"
+    assert type(w) is dict and set(w) == {"category", "known"}, MALFORMED
     return f"checkpoint warned {WARNINGS[w['known']]!r}" if w["known"] in WARNINGS else \
         f"checkpoint (or the code around it) warned a {name_of(w['category'])}"
 
 
 def _judge_chain(seen, peak, n, segments, x_requires_grad, how):
     name = f"checkpointed_forward(<{n} blocks{HOW.get(how, '')}>, x, segments={segments})"
-    assert type(seen) is dict and set(seen) == set(KEYS), f"{name}: the test's probe sent malformed results"
+    assert type(seen) is dict and set(seen) == set(KEYS), f"{name}: {MALFORMED}"
     if seen["raised"] is not None:
         where = {"forward": name, "backward": "backward() through the output of " + name}.get(
             seen["raised"][0], name + ", run again on a batch that does not require grad,")
@@ -245,7 +242,7 @@ def _judge_chain(seen, peak, n, segments, x_requires_grad, how):
            f"the {n} blocks as evenly as possible (lengths differ by at most one, so the longest has {longest}): the "
            "longest segment is what the backward recomputes at the peak")
     kept, d, act = seen["kept"], CKPT_WIDTH, CKPT_BATCH * CKPT_WIDTH * 8
-    assert type(kept) is int and type(seen["peak"]) is int, f"{name}: the test's probe sent malformed results"
+    assert type(kept) is int and type(seen["peak"]) is int, f"{name}: {MALFORMED}"
     _check(kept != n or segments == n, f"{name}: the forward kept {n} tensors, one per block: every block was "
            f"checkpointed on its own; make {segments} segments of several blocks each")
     _check(kept == segments, f"{name}: the forward kept {kept} tensors; {segments} checkpointed segments "
@@ -259,15 +256,15 @@ def _judge_chain(seen, peak, n, segments, x_requires_grad, how):
 
 def _judge_forward(got, want, cases):
     assert type(got) is dict and set(got) == {"chains", "raised", *["big"] * bool(cases.get("big"))}, "malformed results"
-    for seen, peak, case in zip(_results(got["chains"], cases["chains"], "checkpointed_forward"), want["peaks"], cases["chains"]):
+    for seen, peak, case in zip(results(got["chains"], cases["chains"], "checkpointed_forward"), want["peaks"], cases["chains"]):
         _judge_chain(seen, peak, *case)
-    for names, (n, s) in zip(_results(got["raised"], cases["bad"], "checkpointed_forward"), cases["bad"]):
+    for names, (n, s) in zip(results(got["raised"], cases["bad"], "checkpointed_forward"), cases["bad"]):
         check_raised(names, f"checkpointed_forward(<{n} blocks>, x, segments={s})")
     if not cases.get("big"):
         return
     name = "checkpointed_forward(<64 Tanh layers>, x, segments=8)"
     big = value_of(got["big"], name)
-    assert type(big) is dict and set(big) == {"out", "grad"}, f"{name}: the test's probe sent malformed results"
+    assert type(big) is dict and set(big) == {"out", "grad"}, f"{name}: {MALFORMED}"
     for key, what, missing in (("out", f"the output of {name}", "the output is not a tensor that requires grad"),
                                ("grad", f"the gradient of x after {name}", "after backward, x has no gradient")):
         if type(big[key]) is not torch.Tensor:
@@ -315,8 +312,8 @@ STRICT = "a peak exactly equal to the budget fits too (use <=)"
 
 
 def _judge_best(got, want, cases):
-    assert type(got) is dict and set(got) == {"calls", "raised"}, "the test's probe sent malformed results"
-    calls = _results(got["calls"], cases["calls"], "best_segments")
+    assert type(got) is dict and set(got) == {"calls", "raised"}, MALFORMED
+    calls = results(got["calls"], cases["calls"], "best_segments")
     values = [c.get("value") if type(c) is dict else None for c in calls]
     divisors = all(v >= 1 and n % v == 0 for v, (n, _, _) in zip(values, cases["calls"]) if type(v) is int)
     for seen, w, (n, act, budget) in zip(calls, want, cases["calls"]):
@@ -342,7 +339,7 @@ def _judge_best(got, want, cases):
                      "lengths may differ by one)" if divisors and n % w else ""))
         _fail(f"{message}: {g} segments peak at {peaks[g - 1]} bytes by the peak model, within the budget, "
               f"but {w} is the fewest that fit")
-    for names, args in zip(_results(got["raised"], cases["bad"], "best_segments"), cases["bad"]):
+    for names, args in zip(results(got["raised"], cases["bad"], "best_segments"), cases["bad"]):
         check_raised(names, f"best_segments{args} (no number of segments fits)")
 
 

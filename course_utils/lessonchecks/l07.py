@@ -11,14 +11,11 @@ import torch
 from torch.func import grad, hessian
 
 from course_utils.checks import CheckFailed, check_tensor
-from course_utils.judging import Check, name_of, raised_name, value_of
+from course_utils.judging import Check, MALFORMED, name_of, raised_name, results, value_of
 
 LINALG_ERROR = torch.linalg.LinAlgError.__name__  # "_LinAlgError": what raised() names it
 
 
-def _results(got, cases, what: str) -> list:
-    assert type(got) is list and len(got) == len(cases), f"{what} was not run on every case"
-    return got
 
 
 def _tolerance(x) -> tuple[float, float]:
@@ -110,10 +107,10 @@ def _probe_hvp(fn, cases):
 
 
 def _judge_hvp(got, want, cases):
-    for seen, w, (label, f, x, v) in zip(_results(got, cases, "hvp"), want, cases):
+    for seen, w, (label, f, x, v) in zip(results(got, cases, "hvp"), want, cases):
         name = _hvp_name(label, x)
         assert type(seen) is dict and {"x_changed", "flag_changed", "grad_changed"} <= set(seen), \
-            f"{name}: the test's probe sent malformed results"
+            f"{name}: {MALFORMED}"
         mistakes, linear = _hvp_mistakes(f, x, v)
         if "raised" in seen and seen.get("autograd") == "no graph":
             if linear:
@@ -183,11 +180,11 @@ def _probe_newton(fn, cases):
 
 
 def _judge_newton(got, want, cases):
-    assert type(got) is dict and set(got) == {"steps", "singular"}, "the test's probe sent malformed results"
-    for seen, w, (label, f, x, n) in zip(_results(got["steps"], cases["steps"], "newton_step"), want, cases["steps"]):
+    assert type(got) is dict and set(got) == {"steps", "singular"}, MALFORMED
+    for seen, w, (label, f, x, n) in zip(results(got["steps"], cases["steps"], "newton_step"), want, cases["steps"]):
         name = _newton_name(label, x, n)
         assert type(seen) is dict and {"x_changed", "flag_changed", "grad_changed", "done"} <= set(seen), \
-            f"{name}: the test's probe sent malformed results"
+            f"{name}: {MALFORMED}"
         at = f" (at step {seen['done'] + 1})" if n > 1 and type(seen["done"]) is int else ""
         result = value_of(seen, name + at)
         _check_caller_x(seen, name + at)
@@ -198,10 +195,10 @@ def _judge_newton(got, want, cases):
         assert seen.get("requires_grad") is False, (
             f"{name} returned a tensor that requires grad (it carries a graph back to x): compute on x.detach()")
     singular = cases.get("singular", ())
-    for seen, (label, f, x) in zip(_results(got["singular"], singular, "newton_step at a singular Hessian"), singular):
+    for seen, (label, f, x) in zip(results(got["singular"], singular, "newton_step at a singular Hessian"), singular):
         name = _newton_name(label, x, 1)
         assert type(seen) is dict and {"x_changed", "flag_changed", "grad_changed"} <= set(seen), \
-            f"{name}: the test's probe sent malformed results"
+            f"{name}: {MALFORMED}"
         if "value" in seen:
             raise AssertionError(f"{name} returned normally, expected it to raise torch.linalg.LinAlgError: the "
                                  "Hessian is singular here, so there is no Newton step (torch.linalg.solve raises "
@@ -242,9 +239,9 @@ def _probe_second_order(fn, cases):
 
 
 def _judge_second_order(got, want, cases):
-    for seen, (expected, why), (name, _) in zip(_results(got, cases, "has_second_order_graph"), want, cases):
+    for seen, (expected, why), (name, _) in zip(results(got, cases, "has_second_order_graph"), want, cases):
         assert type(seen) is dict and ("value" in seen) != ("raised" in seen), \
-            f"{name}: the test's probe sent malformed results"
+            f"{name}: {MALFORMED}"
         if "raised" in seen:
             raise AssertionError(f"{name} raised {raised_name(seen['raised'])}; expected {expected}: {why}")
         answer = seen["value"]

@@ -11,17 +11,14 @@ from torch import nn
 
 from course_utils.checks import check_float, check_tensor
 from course_utils.exercises import NOT_ATTEMPTED
-from course_utils.judging import Check, check_raised, name_of, outcome, raised, raised_name, value_of
+from course_utils.judging import Check, MALFORMED, check_raised, name_of, outcome, raised, raised_name, results, value_of
 
 
 def _parts(got, keys) -> dict:
-    assert type(got) is dict and set(got) == set(keys), "the test's probe sent malformed results"
+    assert type(got) is dict and set(got) == set(keys), MALFORMED
     return got
 
 
-def _results(got, cases, what: str) -> list:
-    assert type(got) is list and len(got) == len(cases), f"the test's probe did not run {what} on every case"
-    return got
 
 
 def _call(fn: str, *args) -> str:
@@ -33,9 +30,9 @@ def _why_bad(name: str, value) -> str:
     return f"{name} = {value!r} is " + (f"a {type(value).__name__}, not an int" if type(value) is not int else "below 1")
 
 
-def _judge_raised(results, bad, fn: str, why) -> None:
+def _judge_raised(found, bad, fn: str, why) -> None:
     """Every bad call raised ValueError; else a message with the call and why its arguments are invalid."""
-    for r, args in zip(_results(results, bad, f"{fn} with invalid arguments"), bad):
+    for r, args in zip(results(found, bad, f"{fn} with invalid arguments"), bad):
         try:
             check_raised(r, _call(fn, *args))
         except AssertionError as e:
@@ -71,7 +68,7 @@ def _judge_pairs(fn: str, kind: type, mistakes, why_bad):
     (mistakes(*args, right) names known wrong ones), each bad call a ValueError (why_bad(*args) says why)."""
     def judge(got, want, cases):
         got = _parts(got, ("values", "raised"))
-        for g, right, args in zip(_results(got["values"], cases["values"], fn), want, cases["values"]):
+        for g, right, args in zip(results(got["values"], cases["values"], fn), want, cases["values"]):
             name = _call(fn, *args)
             value = _typed(value_of(g, name), name, kind)
             if kind is int and value < 1:
@@ -155,8 +152,8 @@ def _judge_split(result, params, k, best) -> None:
 
 def _judge_balance(got, want, cases):
     got = _parts(got, ("splits", "raised"))
-    for result, best, case in zip(_results(got["splits"], cases["splits"], "balance_stages"), want, cases["splits"]):
-        assert type(result) is dict and "after" in result, "the test's probe sent malformed results"
+    for result, best, case in zip(results(got["splits"], cases["splits"], "balance_stages"), want, cases["splits"]):
+        assert type(result) is dict and "after" in result, MALFORMED
         _judge_split(result, *case, best)
     _judge_raised(got["raised"], cases["bad"], "balance_stages", lambda params, k: _why_bad("num_stages", k)
                   if type(k) is not int else f"num_stages = {k} is not between 1 and {len(params)}, the number of layers")
@@ -258,7 +255,7 @@ def _judge_failure(failed, where, kind):
 
 
 def _judge_average(got, want, cases):
-    for found, whole, (world_size, seed, kind) in zip(_results(got, cases, "average_gradients"), want, cases):
+    for found, whole, (world_size, seed, kind) in zip(results(got, cases, "average_gradients"), want, cases):
         where = f"with {world_size} rank{'s' if world_size > 1 else ''}{KINDS[kind][0]}"
         if type(found) is not list:
             _judge_failure(found, where, kind)
