@@ -120,15 +120,15 @@ def with_answer(nb: nbformat.NotebookNode, grade_id: str, source: str) -> nbform
 def mutant_rounds(mutants: list[dict]) -> list[list[dict]]:
     """Group wrong answers into submissions, so one autograde run checks several exercises.
 
-    Input: dicts with "cell" (the solution grade_id they change) and optionally "also_fails"
-        (grade_ids of exercises whose tests build on that one, so they fail with it).
+    Input: dicts with "cell" (the solution grade_id they change).
     Returns: a list of rounds (lists of mutants), each mutant in the earliest round where it
-        touches no exercise the round touches already (its cell or its also_fails), and where the
-        round still leaves at least one exercise untouched: that exercise's full marks show that a
-        wrong answer costs its own points and no others.
+        touches no exercise the round touches already, and where the round still leaves at least
+        one exercise untouched: that exercise's full marks show that a wrong answer costs its own
+        points and no others (an exercise that builds on another is judged with a reference copy
+        of it, so no mistake costs another exercise's points).
     """
     def touched(group):
-        return {m["cell"] for m in group} | {c for m in group for c in m.get("also_fails", [])}
+        return {m["cell"] for m in group}
 
     limit = max(1, len(touched(mutants)) - 1)
     rounds: list[list[dict]] = []

@@ -19,14 +19,6 @@ def test_rounds_put_one_mutant_per_exercise_and_leave_one_exercise_right():
     assert sorted(m["student"] for r in rounds for m in r) == sorted(m["student"] for m in ms)
 
 
-def test_rounds_keep_dependent_exercises_apart():
-    # d builds on a: a mutant of a also fails d, so d's own mutants never share a round with a's.
-    ms = [dict(cell="a", student="a0", also_fails=["d"]), dict(cell="d", student="d0"),
-          dict(cell="b", student="b0"), dict(cell="c", student="c0")]
-    rounds = mutant_rounds(ms)
-    assert students(rounds) == [["a0", "b0"], ["d0", "c0"]]
-
-
 @pytest.mark.parametrize("ms", [[], [dict(cell="a", student=1), dict(cell="a", student=2)]])
 def test_degenerate_cases(ms):
     assert students(mutant_rounds(ms)) == [[m["student"]] for m in ms]

@@ -27,7 +27,7 @@ GRADED = nbgrader_cli.lessons(ROOT, graded=True)  # 00-start-here is released bu
 def mutants(name: str) -> list[dict]:
     """Wrong answers a learner could plausibly write, from tests/mutants/NAME.json: each names the
     submission (student), the solution cell, a text in its solution, the replacement, words the
-    feedback must contain, and optionally "also_fails": exercises whose tests build on this one.
+    feedback must contain.
     A cheat gives its whole answer ("source") instead of old/new; "needs": "memory" marks one that
     only the grader's kernel-measured peak memory catches (grading as root with a memory cgroup)."""
     path = ROOT / "tests" / "mutants" / f"{name}.json"
@@ -200,8 +200,9 @@ def test_wrong_answer_loses_points_and_feedback_names_the_mistake(graded, course
     outcome = " ".join(o.get("evalue", "") for o in test_cell.outputs if o.output_type == "error")
     assert words in outcome, f"{mutant['student']}: the outcome of {grade_id}_test does not say {words!r}: {outcome}"
     assert html.escape(words, quote=False) in feedback[student] or words in html.unescape(feedback[student])
-    # Exercises whose tests build on a mutated one ("also_fails" in the mutant) may lose points too.
-    touched = {m["cell"] for m in rounds[r]} | {c for m in rounds[r] for c in m.get("also_fails", [])}
+    # Every other exercise keeps its points, even one that builds on the mutated one (its probe uses
+    # a reference copy of the earlier exercise).
+    touched = {m["cell"] for m in rounds[r]}
     others = {c: v for c, v in cells[student].items() if c[:-len("_test")] not in touched}
     assert others, "every round must leave an exercise right (nbgrader_cli.mutant_rounds)"
     assert all(s == t for s, t in others.values()), \
