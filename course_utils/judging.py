@@ -38,6 +38,9 @@ from collections.abc import Callable
 
 import torch
 
+from course_utils.checks import CheckFailed
+from course_utils.exercises import not_attempted_line
+
 SEED = 0
 
 # The grader's one hook into this module: course_utils.grader.cellrunner sets it to its Session when a
@@ -100,13 +103,17 @@ class Check:
         try:
             got = run_probe(lambda: self.probe(answer, cases))
         except NotImplementedError as e:
-            from course_utils.exercises import not_attempted_line
             line = not_attempted_line(e)
             if line is None or session is not None or os.environ.get("NBGRADER_EXECUTION"):
                 raise
             print(line)
             return
-        self.judge(got, want, cases)
+        try:
+            self.judge(got, want, cases)
+        except CheckFailed:
+            raise
+        except AssertionError as e:  # shown as its message alone, not a traceback through course_utils
+            raise CheckFailed(str(e)) from None
         print(f"{self.name}: passed the visible test (the grader also tries other cases)")
 
     def hidden(self, answer, cases, expect: Callable[[], object] | None) -> None:

@@ -92,7 +92,8 @@ def _stub(x):
 def _judge_doubles(got, want, cases):
     assert type(got) is list and len(got) == len(cases), "not run on every case"
     for g, w, x in zip(got, want, cases):
-        assert g == w, f"double({x}) is {g}, expected {w}" + (": x + 2?" if g == x + 2 else "")
+        if g != w:  # raised, not asserted: pytest's assert rewriting would add to the message
+            raise AssertionError(f"double({x}) is {g}, expected {w}" + (": x + 2?" if g == x + 2 else ""))
 
 
 DOUBLE = judging.Check("double", lambda fn, cases: [fn(x) for x in cases], _judge_doubles)
@@ -147,3 +148,14 @@ def test_hidden_sends_no_judge_where_the_expected_block_was_cut(monkeypatch):
     monkeypatch.setattr(judging, "session", Session())
     DOUBLE.hidden(_double, [1, 5], None)
     assert seen == {"got": [2, 10], "expect": None, "judge": None}
+
+
+def test_a_failed_visible_check_shows_its_message_alone_not_a_traceback():
+    from course_utils.checks import CheckFailed
+
+    def plus_two(x):
+        return x + 2
+
+    with pytest.raises(CheckFailed) as failed:
+        DOUBLE.visible(plus_two, [3], [6])
+    assert failed.value._render_traceback_() == ["Check failed: double(3) is 5, expected 6: x + 2?"]
