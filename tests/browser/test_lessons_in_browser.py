@@ -192,9 +192,16 @@ def test_start_here_finds_the_set_up_ready(lesson_runs):
     assert "All set" in text, f"the start-here checks found a problem:\n{text[:2000]}"
 
 
+# JupyterLab 4.6 gives each widget comm target a kernel subshell (commsOverSubshells); when the tests
+# shut a kernel down right after a run, a subshell request still in flight is cancelled and JupyterLab
+# leaves the rejection uncaught. It comes from the tests closing notebooks at machine speed, not from a
+# lesson (seen once in CI, in lesson 01's widgets), so it is the one error this test lets pass.
+SHUTDOWN_RACE = "Canceled future for create_subshell_request message before replies were done"
+
+
 def test_no_uncaught_javascript_errors(lesson_runs, lanes):
     """JupyterLab and the widgets raised no uncaught error in the pages while the lessons ran."""
     for name in LESSONS:
         lesson_runs(name)
-    errors = [e for lane in lanes for e in lane.errors]
+    errors = [e for lane in lanes for e in lane.errors if SHUTDOWN_RACE not in e]
     assert not errors, "uncaught JavaScript errors:\n" + "\n".join(errors[:10])
