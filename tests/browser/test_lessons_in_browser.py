@@ -195,7 +195,7 @@ def test_start_here_finds_the_set_up_ready(lesson_runs):
 # JupyterLab 4.6 gives each widget comm target a kernel subshell (commsOverSubshells); when the tests
 # shut a kernel down right after a run, a subshell request still in flight is cancelled and JupyterLab
 # leaves the rejection uncaught. It comes from the tests closing notebooks at machine speed, not from a
-# lesson (seen once in CI, in lesson 01's widgets), so it is the one error this test lets pass.
+# lesson (seen once in a CI run of this suite), so it is the one error this test lets pass.
 SHUTDOWN_RACE = "Canceled future for create_subshell_request message before replies were done"
 
 
