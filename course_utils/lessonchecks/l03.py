@@ -364,7 +364,8 @@ def _judge_mul(got, want, cases):
                                      "b: call ctx.save_for_backward(a, b) (not ctx.a = a), and save nothing else")
             if saved.get("inputs") is not True:
                 raise AssertionError(f"{name} saved tensors other than its inputs a and b (copies, or the output): "
-                                     "save the inputs themselves, which costs no memory")
+                                     "save a and b themselves, which the backward needs; saving a tensor allocates "
+                                     "nothing, while a copy is a new tensor that the graph keeps alive until the backward")
             grads = value_of(seen.get("grads"), f"the backward of {name}")
             assert type(grads) is list and len(grads) == len(inputs) == len(ref["grads"]), MALFORMED
             for g, r, (label, t, other) in zip(grads, ref["grads"], inputs):
