@@ -59,13 +59,15 @@ def uses_your_code():
             vf.backward()
 
     Before the exercise is written, the block stops at its first call of the stub and the cell
-    prints one line saying which exercise it waits for, without failing: Run All goes on. Any other
-    error (a bug in a written answer) propagates as usual.
+    prints one line saying which exercise it waits for, without failing: Run All goes on, also when
+    the stub ran in a worker process (an error whose `stub` attribute is the stub's error, such as
+    course_utils.parallel.WorkerError). Any other error (a bug in a written answer) propagates as usual.
     """
     try:
         yield
-    except NotImplementedError as e:
-        line = not_attempted_line(e)
+    except Exception as e:  # noqa: BLE001 - only an unsolved exercise's stub is caught; the rest propagates
+        stub = getattr(e, "stub", None)  # a worker process ran the stub (course_utils.parallel.WorkerError)
+        line = not_attempted_line(e if stub is None else stub)
         if line is None:
             raise
         print(f"This cell runs your code, so it waits for it. {line}")

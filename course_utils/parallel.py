@@ -54,6 +54,12 @@ class WorkerError(RuntimeError):
 
     def __init__(self, rank: int, world_size: int, summary: str, remote_traceback: str):
         self.rank, self.remote_traceback = rank, remote_traceback
+        self.stub = None  # the rank ran an exercise not attempted yet: its stub's error, named (course_utils.exercises)
+        if summary.startswith(f"NotImplementedError: {NOT_ATTEMPTED}"):
+            self.stub = NotImplementedError(summary.split(": ", 1)[1])
+            frames = [line.rsplit(", in ", 1)[1] for line in remote_traceback.splitlines()
+                      if line.startswith("  File ") and ", in " in line]
+            self.stub.exercise = frames[-1] if frames and frames[-1].isidentifier() else None
         super().__init__(f"rank {rank} of {world_size} failed: {summary}\n"
                          f"---- traceback in rank {rank} ----\n{remote_traceback}")
 

@@ -215,3 +215,18 @@ def test_a_worker_that_ran_an_unsolved_exercise_shows_one_line():
     assert len(shown) == 1 and "\n" not in shown[0] and shown[0].startswith("rank 0 of 2 failed: NotImplementedError")
     other = WorkerError(1, 2, "ValueError: bad shape", "Traceback (most recent call last): ...")
     assert "---- traceback in rank 1 ----" in "\n".join(other._render_traceback_()), "any other failure shows its traceback"
+    assert other.stub is None
+
+
+def test_a_worker_error_from_a_stub_carries_the_stub_named_by_its_function():
+    from course_utils.exercises import NOT_ATTEMPTED, not_attempted_line, uses_your_code
+    tb = ('Traceback (most recent call last):\n  File "/x/parallel.py", line 190, in _worker\n'
+          '  File "<notebook function sharded_sgd_step>", line 17, in sharded_sgd_step\nNotImplementedError: ...')
+    error = WorkerError(1, 2, f"NotImplementedError: {NOT_ATTEMPTED}: replace this line with your code", tb)
+    assert type(error.stub) is NotImplementedError and error.stub.exercise == "sharded_sgd_step"
+    assert not_attempted_line(error.stub).startswith(f"{NOT_ATTEMPTED}: sharded_sgd_step (")
+    with uses_your_code():  # a demonstration that starts workers waits for the exercise in one line
+        raise error
+    with pytest.raises(WorkerError):
+        with uses_your_code():
+            raise WorkerError(0, 2, "ValueError: bad shape", "Traceback ...")

@@ -1,0 +1,283 @@
+"""Lesson 09 (a bigger batch): the checks of its three exercises, used by the visible and the hidden tests.
+
+loss_scale and zero_bytes_per_rank take cases {"values": [args], "bad": [args]} ("bad": arguments the
+docstring says must raise ValueError); sharded_sgd_step takes [(world_size, n, dtype name, seed)] and
+runs in real gloo process groups. `want` is the right answers for the "values" cases (the visible
+test's literals, or the hidden test's expect()).
+"""
+
+import math
+
+import torch
+
+from course_utils.checks import check_tensor
+from course_utils.judging import Check, MALFORMED, check_raised, name_of, outcome, raised, results, value_of
+from course_utils.lessonchecks.workers import judge_failure, workers_failed
+
+HALF = {"float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+def _parts(got, keys) -> dict:
+    assert type(got) is dict and set(got) == set(keys), MALFORMED
+    return got
+
+
+def _probe_values(call):
+    """A probe for cases {"values": [args], "bad": [args]}: call(fn, *args) on each, as data."""
+    def probe(fn, cases):
+        return {"values": [outcome(call, fn, *args) for args in cases["values"]],
+                "raised": [raised(call, fn, *args) for args in cases["bad"]]}
+    return probe
+
+
+def _judge_bad(found, bad, name, why) -> None:
+    for r, args in zip(results(found, bad, f"{name} with invalid arguments"), bad):
+        try:
+            check_raised(r, name(*args) if callable(name) else name)
+        except AssertionError as e:
+            raise AssertionError(f"{e}: {why(*args)}") from None
+
+
+# Exercise 1: loss_scale(grads, dtype) -> the largest power of two S (a Python float) with
+# max|g| * S <= finfo(dtype).max; ValueError when grads has no nonzero value, a nan or an inf, when
+# dtype is not float16 or bfloat16, or when at that S a nonzero |g| * S falls below dtype's smallest
+# subnormal, finfo.tiny * finfo.eps. cases: (values as a list of floats, grads' dtype name, dtype name).
+
+def _call_scale(fn, values, grads_dtype, dtype):
+    return fn(torch.tensor(values, dtype=getattr(torch, grads_dtype)), HALF.get(dtype, getattr(torch, dtype)))
+
+
+def _scale_call(values, grads_dtype, dtype) -> str:
+    shown = values if len(values) <= 4 else values[:3] + ["..."]
+    return f"loss_scale(tensor({shown}, dtype={grads_dtype}), torch.{dtype})"
+
+
+def _judge_scale_value(result, values, grads_dtype, dtype, right) -> None:
+    name = _scale_call(values, grads_dtype, dtype)
+    if type(result) is dict and "ValueError" in (result.get("raised") or ()):
+        fi = torch.finfo(HALF[dtype])
+        smallest = min(abs(v) for v in values if v) * right
+        raise AssertionError(f"{name} raised ValueError, but S = {right!r} fits these gradients: the smallest nonzero "
+                             f"|g| x S = {smallest:.6g} is not below torch.{dtype}'s smallest subnormal "
+                             f"{fi.tiny * fi.eps:.6g}" + (" (exactly equal is fine)" if smallest == fi.tiny * fi.eps
+                                                           else "") + " (zeros never underflow: leave them out)"
+                             * (0.0 in values))
+    got = value_of(result, name)
+    if type(got) is not float:
+        shown = f" {got!r}" if type(got) in (int, bool) else ""
+        raise AssertionError(f"{name} should be a Python float, got {name_of(type(got).__name__)}{shown}"
+                             + (" (2 ** k with an int k >= 0 is an int: float(2 ** k) or math.ldexp(1.0, k))"
+                                if type(got) is int else ""))
+    assert math.isfinite(got) and got > 0, f"{name} is {got!r}: a loss scale is a finite number > 0"
+    assert math.frexp(got)[0] == 0.5, \
+        f"{name} is {got!r}, not a power of two: multiplying by 2**k changes only the exponent, so scaling " \
+        "and unscaling are exact; any other factor rounds every gradient"
+    top = torch.finfo(HALF[dtype]).max
+    largest = max(abs(v) for v in values)
+    if largest * got > top:
+        hint = ""
+        if max(values) * got <= top:
+            hint = ": the largest gradient by magnitude is negative here: take max(|g|), abs() first"
+        raise AssertionError(f"{name} is {got!r}: max|g| x S = {largest * got:.6g} exceeds torch.{dtype}'s largest "
+                             f"finite value {top:.6g}, so the scaled gradients overflow to inf{hint}")
+    if largest * got * 2 <= top:
+        hint = (" (a gradient exactly at the limit, max|g| x S == finfo.max, is allowed: <=, not <)"
+                if largest * got * 2 == top else "")
+        raise AssertionError(f"{name} is {got!r}, but 2S = {2 * got!r} also keeps every gradient finite "
+                             f"(max|g| x 2S = {largest * got * 2:.6g} <= {top:.6g}): the loss scale is the largest "
+                             f"such power of two{hint}")
+    assert got == right, f"{name} is {got!r}, expected {right!r}"
+
+
+def _why_scale_bad(values, grads_dtype, dtype) -> str:
+    if dtype not in HALF:
+        return f"torch.{dtype} is neither float16 nor bfloat16"
+    if any(not math.isfinite(v) for v in values):
+        return "grads holds a nan or an inf: there is no scale for it"
+    if not any(values):
+        return "grads holds no nonzero value: " + ("it is empty" if not values else "every gradient is 0")
+    return (f"the gradients span more than torch.{dtype}'s range: at the largest safe scale the smallest nonzero "
+            "gradient falls below its smallest subnormal, finfo.tiny x finfo.eps (it would become 0)")
+
+
+def _judge_scale(got, want, cases):
+    got = _parts(got, ("values", "raised"))
+    for result, right, args in zip(results(got["values"], cases["values"], "loss_scale"), want, cases["values"]):
+        _judge_scale_value(result, *args, right)
+    _judge_bad(got["raised"], cases["bad"], _scale_call, _why_scale_bad)
+
+
+LOSS_SCALE = Check("loss_scale", _probe_values(_call_scale), _judge_scale)
+
+
+# Exercise 2: zero_bytes_per_rank(num_params, world_size, stage) -> {"params", "grads", "optimizer"},
+# bytes per rank of float32 parameters and gradients and Adam's two float32 numbers per parameter;
+# stage 1 shards the optimizer state, 2 also the gradients, 3 also the parameters; a sharded part
+# holds ceil(num_params / world_size) numbers per rank. ValueError unless num_params and world_size
+# are ints >= 1 and stage an int in 0..3 (a bool is not an int). cases: (num_params, world_size, stage).
+
+PARTS = {"params": (4, 3, "the float32 parameters"), "grads": (4, 2, "the float32 gradients"),
+         "optimizer": (8, 1, "Adam's state (exp_avg and exp_avg_sq, two float32 numbers per parameter)")}
+
+
+def _call_bytes(fn, num_params, world_size, stage):
+    return fn(num_params, world_size, stage)
+
+
+def _bytes_mistakes(part, num_params, world_size, stage) -> dict:
+    per, first, what = PARTS[part]
+    whole = per * num_params
+    sharded = stage >= first and world_size > 1
+    mistakes = {}
+    if part != "optimizer":
+        mistakes[f"{what} take 4 bytes per number (float32), not 1: bytes, not numbers"] = \
+            (-(-num_params // world_size)) if sharded else num_params
+    if sharded:
+        mistakes[f"{what} are not sharded here, but stage {stage} shards them (stage 1 shards the optimizer state, "
+                 "2 also the gradients, 3 also the parameters)"] = whole
+        mistakes[f"{num_params} / {world_size} is not a whole number: each rank holds ceil(num_params / world_size) "
+                 "numbers (the shards are padded to equal size); rounding down loses parameters"] = \
+            per * (num_params // world_size)
+    else:
+        mistakes[f"{what} are sharded here, but stage {stage} keeps a whole copy on every rank (stage 1 shards "
+                 "the optimizer state, 2 also the gradients, 3 also the parameters)"] = per * -(-num_params // world_size)
+    if part == "optimizer":
+        mistakes["Adam keeps two float32 numbers per parameter (exp_avg and exp_avg_sq), 8 bytes, not 4"] = \
+            (4 * -(-num_params // world_size)) if sharded else 4 * num_params
+    return mistakes
+
+
+def _judge_bytes(got, want, cases):
+    got = _parts(got, ("values", "raised"))
+    for result, right, args in zip(results(got["values"], cases["values"], "zero_bytes_per_rank"), want,
+                                   cases["values"]):
+        name = f"zero_bytes_per_rank{args!r}"
+        parts = value_of(result, name)
+        assert type(parts) is dict and set(parts) == set(PARTS) and all(type(k) is str for k in parts), \
+            f"{name} should be a dict with the keys 'params', 'grads' and 'optimizer'"
+        for part in PARTS:
+            value = parts[part]
+            assert type(value) is int, \
+                f"{name}[{part!r}] should be an int number of bytes, got {name_of(type(value).__name__)}" + \
+                (f" {value!r} (ceil with integers: -(-a // b), or math.ceil, which returns an int)"
+                 if type(value) is float else "")
+            if value != right[part]:
+                known = [why for why, wrong in _bytes_mistakes(part, *args).items() if wrong == value and wrong != right[part]]
+                raise AssertionError(f"{name}[{part!r}] is {value}, expected {right[part]}"
+                                     + (f": {known[0]}" if known else ""))
+
+    def why(num_params, world_size, stage):
+        for label, v in (("num_params", num_params), ("world_size", world_size)):
+            if type(v) is not int or v < 1:
+                return f"{label} = {v!r} is " + ("below 1" if type(v) is int else f"a {type(v).__name__}, not an int")
+        return f"stage = {stage!r} is " + ("not one of 0, 1, 2, 3" if type(stage) is int else
+                                           f"a {type(stage).__name__}, not an int")
+    _judge_bad(got["raised"], cases["bad"], lambda *a: f"zero_bytes_per_rank{a!r}", why)
+
+
+ZERO_BYTES_PER_RANK = Check("zero_bytes_per_rank", _probe_values(_call_bytes), _judge_bytes)
+
+
+# Exercise 3: sharded_sgd_step(param, grad, momentum, lr, beta), run in every worker of a gloo process
+# group: the momentum-SGD step with the mean gradient over the ranks, each rank updating only its
+# shard (positions rank*s .. rank*s + s - 1 of the parameters padded to s * world_size, s = ceil(n /
+# world_size)), then every rank holding the whole updated param. cases: [(world_size, n, dtype, seed)];
+# want: [{"param": the parameters after one unsharded step, "momentum": the whole momentum after it}].
+
+LR, BETA = 0.1, 0.9
+
+
+def zero_problem(seed: int, n: int, world_size: int, dtype: str = "float64"):
+    """(param, grads, momentum): the parameters (n), one gradient per rank (world_size of n) and the
+    momentum buffer (n) before the step, the same in every process that calls it with these arguments."""
+    gen = torch.Generator().manual_seed(seed)
+    dt = getattr(torch, dtype)
+    param = torch.randn(n, generator=gen, dtype=torch.float64).to(dt)
+    grads = [torch.randn(n, generator=gen, dtype=torch.float64).to(dt) for _ in range(world_size)]
+    return param, grads, torch.randn(n, generator=gen, dtype=torch.float64).to(dt)
+
+
+def shard_of(full: torch.Tensor, rank: int, world_size: int) -> torch.Tensor:
+    """Rank `rank`'s shard of a 1-D tensor padded with zeros to a multiple of world_size (a copy)."""
+    s = -(-len(full) // world_size)
+    padded = torch.cat([full, full.new_zeros(s * world_size - len(full))])
+    return padded[rank * s:(rank + 1) * s].clone()
+
+
+def _zero_worker(rank, world_size, recipe, n, dtype, seed):
+    """In each worker: this rank's inputs, the learner's sharded_sgd_step (rebuilt from recipe), what it left."""
+    from course_utils.parallel import rebuilt
+    step = rebuilt(recipe)
+    param, grads, momentum = zero_problem(seed, n, world_size, dtype)
+    shard = shard_of(momentum, rank, world_size)
+    returned = step(param, grads[rank].clone(), shard, LR, BETA)
+    return {"param": param, "momentum": shard, "returned": returned is None}
+
+
+def _probe_step(fn, cases):
+    """Each case: every rank's param and momentum shard after fn, or what went wrong; after a failure
+    the remaining cases are not run (a rank that hangs costs its timeout)."""
+    from course_utils.parallel import portable, run_workers
+    found = []
+    for world_size, n, dtype, seed in cases:
+        if found and type(found[-1]) is not list:
+            found.append(None)
+            continue
+        try:
+            found.append(run_workers(_zero_worker, world_size=world_size, backend="gloo", timeout=20,
+                                     args=(portable(fn), n, dtype, seed)))
+        except Exception as e:  # noqa: BLE001 - a failing rank is an observation
+            found.append(workers_failed(e, "sharded_sgd_step"))
+    return found
+
+
+def _judge_rank(where, rank, world_size, n, dtype, seed, out, want) -> None:
+    param0, grads, momentum0 = zero_problem(seed, n, world_size, dtype)
+    assert type(out) is dict and set(out) == {"param", "momentum", "returned"}, MALFORMED
+    s = -(-n // world_size)
+    lo, hi = min(rank * s, n), min((rank + 1) * s, n)
+    p, m = out["param"], out["momentum"]
+    tol = {"rtol": 1e-5, "atol": 1e-6} if dtype == "float32" else {"rtol": 1e-9, "atol": 1e-12}
+    name = f"{where}, rank {rank}'s param after the step"
+    assert out["returned"] is True, f"{where}: sharded_sgd_step should return None (it updates param and momentum " \
+                                    "in place)"
+    own = slice(lo, hi)
+    if type(p) is torch.Tensor and p.shape == param0.shape and p.dtype == param0.dtype and hi > lo:
+        ok = lambda a, b: torch.allclose(a, b, **tol)
+        mean = (want["momentum"] - BETA * momentum0)
+        if ok(p[own], param0[own]) and not ok(want["param"][own], param0[own]):
+            raise AssertionError(f"{name}: its own shard (positions {lo}..{hi - 1}) was not updated: update param "
+                                 "in place (param[...] -= ..., param.copy_(...)), do not rebind the name")
+        for why, wrong in (("the gradients were summed over the ranks, not averaged (divide by the world size)",
+                            param0 - LR * (BETA * momentum0 + world_size * mean)),
+                           ("this rank's own gradient was used: reduce the gradients over the ranks first",
+                            param0 - LR * (BETA * momentum0 + grads[rank])),
+                           ("the momentum was not used: the step is param -= lr * (beta * momentum + mean gradient)",
+                            param0 - LR * mean)):
+            if world_size > 1 or "own" not in why:
+                if ok(p[own], wrong[own]) and not ok(wrong[own], want["param"][own]):
+                    raise AssertionError(f"{name}: its own shard (positions {lo}..{hi - 1}) is wrong: {why}")
+        if ok(p[own], want["param"][own]) and not ok(p, want["param"]):
+            raise AssertionError(f"{name}: its own shard is right, but the other ranks' shards are not: after the "
+                                 "update every rank must hold the whole new param (all-gather the shards)")
+    check_tensor(p, want["param"], name, **tol)
+    wm = shard_of(want["momentum"], rank, world_size)
+    name = f"{where}, rank {rank}'s momentum shard (positions {rank * s}..{rank * s + s - 1} of the padded buffer)"
+    if type(m) is torch.Tensor and m.shape == wm.shape and torch.allclose(m, shard_of(momentum0, rank, world_size)) \
+            and not torch.allclose(wm, shard_of(momentum0, rank, world_size)):
+        raise AssertionError(f"{name} was not updated: update the momentum shard in place (momentum.mul_(beta)."
+                             "add_(...)), do not rebind the name")
+    check_tensor(m, wm, name, **tol)
+
+
+def _judge_step(got, want, cases):
+    for found, right, (world_size, n, dtype, seed) in zip(results(got, cases, "sharded_sgd_step"), want, cases):
+        where = f"with {world_size} rank{'s' if world_size > 1 else ''}, {n} {dtype} parameters"
+        if type(found) is not list:
+            judge_failure(found, where, "sharded_sgd_step", None)
+        assert len(found) == world_size, f"{where}: expected one result per rank"
+        for rank, out in enumerate(found):
+            _judge_rank(where, rank, world_size, n, dtype, seed, out, right)
+
+
+SHARDED_SGD_STEP = Check("sharded_sgd_step", _probe_step, _judge_step)

@@ -1,0 +1,44 @@
+"""For checks that run an exercise in real worker processes (course_utils.parallel.run_workers).
+
+A probe catches what run_workers raised and keeps it as data (`workers_failed`); the judge turns
+that data into one message that says what went wrong in the ranks (`judge_failure`). No text from
+the learner's processes reaches the message: only built-in exception names.
+"""
+
+from course_utils.judging import MALFORMED, raised_name
+
+SAME_CALLS = "every rank must make the same collective calls (all_reduce, barrier, ...), in the same order"
+
+
+def workers_failed(e: BaseException, exercise: str) -> dict:
+    """What run_workers raised, as data: its classes, a failing rank's exception class, whether others
+    returned. An exercise's untouched stub that ran in a worker is raised again here, named, so that the
+    test shows the stub's one line."""
+    text = str(e)
+    remote = None
+    if type(e).__name__ == "WorkerError" and " failed: " in text:  # "rank 1 of 2 failed: ValueError: ..."
+        remote = text.split(" failed: ", 1)[1].split(":", 1)[0]
+    stub = getattr(e, "stub", None)  # course_utils.parallel.WorkerError: a rank ran the exercise's stub
+    if isinstance(stub, NotImplementedError):
+        stub.exercise = exercise
+        raise stub
+    return {"raised": tuple(c.__name__ for c in type(e).__mro__),
+            "rank_raised": remote if remote and remote.isidentifier() else None,
+            "others_returned": "had already returned" in text}
+
+
+def judge_failure(failed, where: str, exercise: str, hint: str | None) -> None:
+    """Raise the AssertionError that names what `workers_failed` recorded; `hint` (or None) is what a
+    failed run's message adds for this case."""
+    assert type(failed) is dict and set(failed) == {"raised", "rank_raised", "others_returned"}, MALFORMED
+    names = failed["raised"] if type(failed["raised"]) is tuple else ()
+    if "TimeoutError" in names:
+        raise AssertionError(f"{where}, the ranks did not finish in time: a rank waits forever in a collective that "
+                             f"another rank never calls: {SAME_CALLS}")
+    if "WorkerError" not in names:
+        raise AssertionError(f"{where}, run_workers raised {raised_name(names)} before the workers ran"
+                             + (f": {exercise} must be a plain def function, which travels to the workers by "
+                                "its source (no closures or lambdas)" if "TypeError" in names else ""))
+    hints = [f"some ranks had already returned: {SAME_CALLS}"] * (failed["others_returned"] is True) + [hint]
+    raise AssertionError(f"{where}, the workers failed: a rank raised {raised_name((failed['rank_raised'],))}"
+                         + "".join(f" ({h})" for h in hints if h))
