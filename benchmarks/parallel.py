@@ -12,7 +12,10 @@ Measured for lesson 08. Numbers vary with the machine and its load: each time is
 3. gradient accumulation in this one process (--threads threads): k = 1, 2, 4 micro-batches, time
    per example and the peak of the activations saved for backward;
 4. pipeline bubble: a GPipe step on p simulated devices (threads that sleep per micro-batch), the
-   measured idle fraction against (p-1)/(m+p-1).
+   measured idle fraction against (p-1)/(m+p-1);
+5. DDP bucket memory at N = 2 processes, per MLP, gradient_as_bucket_view False and True: bytes of the
+   distinct storages behind the gradients and behind DDP's buckets (seen by a communication hook) on a
+   rank after three steps, and of both together (a storage that is both counts once).
 """
 
 import argparse
@@ -167,6 +170,53 @@ def pipeline(slot=0.005):
                   f"{(p - 1) / (m + p - 1):>15.3f}")
 
 
+def storages(tensors):
+    """{address: bytes} of the distinct storages behind the tensors: views of one storage count once."""
+    return {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in tensors}
+
+
+def noting_hook(buckets, bucket):
+    buckets.update(storages([bucket.buffer()]))
+    return allreduce_hook(None, bucket)
+
+
+def bucket_bytes(rank, world_size, sizes, batch):
+    """In each worker: three DDP steps per gradient_as_bucket_view; the storages held after the last."""
+    dev = worker_device()
+    X = torch.randn(batch // world_size, sizes[0], device=dev)
+    y = torch.randint(0, sizes[-1], (batch // world_size,), device=dev)
+    held = {}
+    for as_view in (False, True):
+        torch.manual_seed(0)
+        model = mlp(sizes).to(dev)
+        ddp = DDP(model, device_ids=[dev] if dev.type == "cuda" else None, gradient_as_bucket_view=as_view)
+        buckets = {}
+        ddp.register_comm_hook(buckets, noting_hook)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+        for _ in range(3):  # DDP re-orders its buckets once, after the first step
+            buckets.clear()
+            optimizer.zero_grad()
+            F.cross_entropy(ddp(X), y).backward()
+            optimizer.step()
+        grads = storages(p.grad for p in model.parameters())
+        held[as_view] = {"params": sum(p.numel() * p.element_size() for p in model.parameters()),
+                         "grads": sum(grads.values()), "buckets": sum(buckets.values()),
+                         "shared": len(set(grads) & set(buckets)), "storages": (len(grads), len(buckets)),
+                         "together": sum({**grads, **buckets}.values())}
+    return held
+
+
+def bucket_memory(batch):
+    print("\n## DDP bucket memory per rank, N = 2 processes (gloo), float32, default bucket_cap_mb")
+    print(f"{'model':<12}{'as view':>8}{'params':>12}{'gradients':>12}{'buckets':>12}{'storages g/b':>14}"
+          f"{'shared':>8}{'grads+buckets':>15}")
+    for name, sizes in MODELS.items():
+        held = run_workers(bucket_bytes, world_size=2, backend="gloo", timeout=300, args=(sizes, batch))[0]
+        for as_view, h in held.items():
+            print(f"{name:<12}{str(as_view):>8}{format_bytes(h['params']):>12}{format_bytes(h['grads']):>12}"
+                  f"{format_bytes(h['buckets']):>12}{'%d/%d' % h['storages']:>14}{h['shared']:>8}{format_bytes(h['together']):>15}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=10, help="timed steps per measurement (the fastest is kept)")
@@ -178,6 +228,7 @@ def main() -> int:
     data_parallel(args.steps, args.batch, args.threads)
     accumulation(args.steps, args.batch, args.threads)
     pipeline()
+    bucket_memory(args.batch)
     return 0
 
 

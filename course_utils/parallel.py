@@ -204,7 +204,7 @@ def _context():
     """forkserver (workers forked from a clean process with torch imported) where it exists, else spawn."""
     if "forkserver" in mp.get_all_start_methods():
         ctx = mp.get_context("forkserver")
-        ctx.set_forkserver_preload(["torch", "torch.distributed", __name__])
+        ctx.set_forkserver_preload(["torch", "torch.distributed", "torch._dynamo", __name__])  # DDP, FSDP import _dynamo
         return ctx
     return mp.get_context("spawn")
 

@@ -10,8 +10,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from course_utils.checks import check_float, check_tensor
-from course_utils.exercises import NOT_ATTEMPTED
-from course_utils.judging import Check, MALFORMED, check_raised, name_of, outcome, raised, raised_name, results, value_of
+from course_utils.judging import Check, MALFORMED, check_raised, name_of, outcome, raised, results, value_of
+from course_utils.lessonchecks.workers import judge_failure, workers_failed
 
 
 def _parts(got, keys) -> dict:
@@ -206,21 +206,6 @@ def _dp_worker(rank, world_size, recipe, seed, kind):
     return [None if p.grad is None else p.grad.detach().clone() for p in model.parameters()]
 
 
-def _workers_failed(e) -> dict:
-    """What run_workers raised, as data: its classes, a failing rank's exception class, whether others returned."""
-    text = str(e)
-    remote = None
-    if type(e).__name__ == "WorkerError" and " failed: " in text:  # "rank 1 of 2 failed: ValueError: ..."
-        remote = text.split(" failed: ", 1)[1].split(":", 1)[0]
-    if remote == "NotImplementedError" and NOT_ATTEMPTED in text.splitlines()[0]:
-        stub = NotImplementedError(text.splitlines()[0].split("NotImplementedError: ", 1)[1])
-        stub.exercise = "average_gradients"  # the stub ran in the workers: name it in the one line
-        raise stub
-    return {"raised": tuple(c.__name__ for c in type(e).__mro__),
-            "rank_raised": remote if remote and remote.isidentifier() else None,
-            "others_returned": "had already returned" in text}
-
-
 def _probe_average(fn, cases):
     """Each case: every rank's gradients after fn (None where .grad is None), or what went wrong; the
     cases after a failure are not run (a rank that hangs costs its timeout)."""
@@ -234,31 +219,15 @@ def _probe_average(fn, cases):
             found.append(run_workers(_dp_worker, world_size=world_size, backend="gloo", timeout=20,
                                      args=(portable(fn), seed, kind)))
         except Exception as e:  # noqa: BLE001 - a failing rank is an observation
-            found.append(_workers_failed(e))
+            found.append(workers_failed(e, "average_gradients"))
     return found
-
-
-def _judge_failure(failed, where, kind):
-    names = _parts(failed, ("raised", "rank_raised", "others_returned"))["raised"]
-    names = names if type(names) is tuple else ()
-    same_calls = "every rank must make the same collective calls (all_reduce, barrier), in the same order"
-    if "TimeoutError" in names:
-        raise AssertionError(f"{where}, the ranks did not finish in time: a rank waits forever in a collective that "
-                             f"another rank never calls: {same_calls}")
-    if "WorkerError" not in names:
-        raise AssertionError(f"{where}, run_workers raised {raised_name(names)} before the workers ran"
-                             + (": average_gradients must be a plain def function, which travels to the workers by "
-                                "its source (no closures or lambdas)" if "TypeError" in names else ""))
-    hints = [f"some ranks had already returned: {same_calls}"] * (failed["others_returned"] is True) + [KINDS[kind][1]]
-    raise AssertionError(f"{where}, the workers failed: a rank raised {raised_name((failed['rank_raised'],))}"
-                         + "".join(f" ({h})" for h in hints if h))
 
 
 def _judge_average(got, want, cases):
     for found, whole, (world_size, seed, kind) in zip(results(got, cases, "average_gradients"), want, cases):
         where = f"with {world_size} rank{'s' if world_size > 1 else ''}{KINDS[kind][0]}"
         if type(found) is not list:
-            _judge_failure(found, where, kind)
+            judge_failure(found, where, "average_gradients", KINDS[kind][1])
         assert len(found) == world_size, f"{where}: expected one result per rank"
         for rank, grads in enumerate(found):
             assert type(grads) is list and len(grads) == len(whole), f"{where}: rank {rank} returned no gradients"
