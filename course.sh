@@ -7,6 +7,7 @@
 #   bash course.sh release              re-execute solutions/ in place and regenerate notebooks/
 #   bash course.sh bench                time every solution notebook and one autograde
 #   bash course.sh grade LESSON FOLDER  grade a folder of submissions in sandboxes: grades.csv + feedback
+#   bash course.sh grades merge|lms ... merge grades.csv from several machines; a Moodle import CSV
 # COURSE_ROLE=instructor bash course.sh lab   opens the repository with nbgrader's instructor tools
 set -euo pipefail
 CALLER_DIR=$PWD   # `grade` resolves the caller's relative paths here
@@ -112,5 +113,6 @@ case "$cmd" in
   release) setup; exec python -m course_utils.authoring.release "$@" ;;
   bench)   setup; exec python benchmarks/notebook_times.py "$@" ;;
   grade)   setup; cd "$CALLER_DIR"; exec python -m course_utils.grader.gradefolder --course "$ROOT" "$@" ;;
-  *)       sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; [ "$cmd" = help ] ;;
+  grades)  setup; cd "$CALLER_DIR"; exec python -m course_utils.grader.classgrades "$@" ;;
+  *)       sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; [ "$cmd" = help ] ;;
 esac

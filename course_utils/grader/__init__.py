@@ -19,4 +19,5 @@ ever points to a module above it in this list):
     preprocessors nbgrader's preprocessors for nbgrader_config.py (`nbgrader autograde` uses grade)
     reports       grades.csv and feedback pages, written without ever losing earlier results
     gradefolder   `bash course.sh grade`: a folder of submissions -> grades.csv + feedback
+    classgrades   `bash course.sh grades`: several machines' grades.csv merged; a Moodle import CSV
 """

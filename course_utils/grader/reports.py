@@ -148,13 +148,13 @@ def write_reports(results: list[Result], lesson: Lesson, out: Path) -> None:
         out.mkdir(parents=True, exist_ok=True)
         for path, text in pages.items():
             path.parent.mkdir(parents=True, exist_ok=True)
-            written.append((_write_new(path, lambda f, text=text: f.write(text)), path))
+            written.append((write_new(path, lambda f, text=text: f.write(text)), path))
 
         def write_csv(f):
             w = csv.writer(f)
             w.writerow(header(lesson))
             w.writerows(rows)
-        written.append((_write_new(out / "grades.csv", write_csv), out / "grades.csv"))
+        written.append((write_new(out / "grades.csv", write_csv), out / "grades.csv"))
         for tmp, path in written:
             os.replace(tmp, path)
     finally:
@@ -163,7 +163,7 @@ def write_reports(results: list[Result], lesson: Lesson, out: Path) -> None:
                 os.unlink(tmp)
 
 
-def _write_new(path: Path, write) -> Path:
+def write_new(path: Path, write) -> Path:
     """A new temporary file beside path (mode as the umask says) holding what write(f) wrote, on disk."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
     try:

@@ -60,7 +60,7 @@ def test_a_failed_write_leaves_grades_csv_as_it_was(tmp_path, monkeypatch):
             raise OSError("disk full")
         return real(src, dst)
 
-    monkeypatch.setattr(reports, "_write_new", lambda path, write: (_ for _ in ()).throw(OSError("disk full")))
+    monkeypatch.setattr(reports, "write_new", lambda path, write: (_ for _ in ()).throw(OSError("disk full")))
     with pytest.raises(OSError):
         reports.write_reports([result("ada", (0, 0, 0), "wrong")], LESSON, tmp_path)
     assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before, "a failed write changes nothing"

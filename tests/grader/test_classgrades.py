@@ -1,0 +1,140 @@
+"""A class's grades across files (course_utils.grader.classgrades): merge from machines, export for Moodle.
+
+merge: one lesson's grades.csv from two machines become one; a learner graded differently on two
+machines, or files of two lessons, are a one-line error with nothing written. lms: a roster that misses
+a graded learner (written without them, named, exit 3) and a learner who never submitted (0), from the
+folder grader's CSVs and from nbgrader's own export (late penalty included), any mix.
+"""
+
+import csv
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from course_utils.grader import classgrades
+
+ROOT = Path(__file__).resolve().parents[2]
+HEADER = ["student", "lesson", "score", "max_score", "l01_a_test", "l01_b_test", "reasons", "review"]
+MACHINE1 = [["ada", "01-circuits", "10", "10", "4", "6", "", ""],
+            ["bob", "01-circuits", "4", "10", "4", "0", "l01_b_test: x instead of 2x", ""]]
+MACHINE2 = [["cy", "01-circuits", "0", "10", "0", "0", "l01_a_test: not attempted | l01_b_test: not attempted", ""],
+            ["ada", "01-circuits", "10", "10", "4", "6", "", ""]]   # graded on both machines, the same row
+ROSTER = [["id", "first_name", "last_name", "email"], ["ada", "Ada", "Lovelace", "ada@example.org"],
+          ["bob", "Bob", "Smith", "bob@example.org"], ["dee", "Dee", "Jones", "dee@example.org"]]  # no cy; dee never submitted
+
+
+def write(path: Path, rows) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        csv.writer(f).writerows(rows)
+    return path
+
+
+def read(path: Path) -> list[list[str]]:
+    with open(path, newline="", encoding="utf-8") as f:
+        return list(csv.reader(f))
+
+
+def run(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "course_utils.grader.classgrades", *map(str, args)],
+                          capture_output=True, text=True, cwd=cwd)
+
+
+def test_merge_of_two_machines_is_one_grades_csv(tmp_path):
+    m1, m2 = write(tmp_path / "m1" / "grades.csv", [HEADER, *MACHINE1]), write(tmp_path / "m2" / "grades.csv", [HEADER, *MACHINE2])
+    done = run("merge", m1, m2, "--out", tmp_path / "grades.csv")
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    assert read(tmp_path / "grades.csv") == [HEADER, MACHINE1[0], MACHINE1[1], MACHINE2[0]]
+
+
+@pytest.mark.parametrize("other, words", [
+    ([HEADER, ["bob", "01-circuits", "6", "10", "4", "2", "", ""]], "was graded differently"),
+    ([HEADER[:4] + ["l02_x_test", "reasons", "review"], ["cy", "02-local-gradients", "1", "3", "1", "", ""]], "other columns"),
+    ([HEADER, ["cy", "02-local-gradients", "0", "10", "0", "0", "", ""]], "several lessons"),
+    ([["name", "points"], ["cy", "3"]], "is not a grades.csv"),
+    ([HEADER, ["cy", "01-circuits", "0"]], "fields"),
+])
+def test_merge_refuses_what_it_cannot_merge_in_one_line_and_writes_nothing(tmp_path, other, words):
+    m1, m2 = write(tmp_path / "m1.csv", [HEADER, *MACHINE1]), write(tmp_path / "m2.csv", other)
+    out = write(tmp_path / "grades.csv", [["what", "was", "there"]])
+    done = run("merge", m1, m2, "--out", out)
+    assert done.returncode == classgrades.EXIT_BAD_INPUT and done.stdout == ""
+    assert words in done.stderr and len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
+    assert read(out) == [["what", "was", "there"]], "a refused merge leaves the old file as it was"
+
+
+def nbgrader_export(tmp_path) -> Path:
+    """nbgrader's own export (nbgrader.plugins.export, as `nbgrader export` writes it) of a gradebook with
+    lesson 02 and the roster's learners, then two submissions' scores, one of them late, filled in."""
+    from nbgrader.api import Gradebook
+    from nbgrader.plugins.export import CsvExportPlugin
+    exported = tmp_path / "nbgrader-grades.csv"
+    with Gradebook(f"sqlite:///{tmp_path}/gradebook.db") as gb:
+        gb.add_assignment("02-local-gradients", duedate="2026-12-01 17:00:00 UTC")
+        for sid, first, last, email in ROSTER[1:]:
+            gb.add_student(sid, first_name=first, last_name=last, email=email)
+        plugin = CsvExportPlugin()
+        plugin.to = str(exported)
+        plugin.export(gb)
+    rows = read(exported)
+    assert rows[0] == classgrades.NBGRADER_EXPORT, "nbgrader's export columns changed"
+    filled = {"ada": ("12.0", "2.0", "10.0"), "bob": ("5.0", "0.0", "5.0")}  # raw, late penalty, score
+    for r in rows[1:]:
+        r[7:11] = [*filled.get(r[3], ("0.0", "0.0", "0.0")), "12.0"]
+    return write(exported, rows)
+
+
+def test_lms_export_joins_the_roster_with_every_lesson(tmp_path):
+    m1, m2 = write(tmp_path / "m1.csv", [HEADER, *MACHINE1]), write(tmp_path / "m2.csv", [HEADER, *MACHINE2])
+    roster = write(tmp_path / "roster.csv", ROSTER)
+    out = tmp_path / "moodle.csv"
+    done = run("lms", m1, m2, nbgrader_export(tmp_path), "--roster", roster, "--out", out)
+    assert done.returncode == classgrades.EXIT_NOT_IN_ROSTER, done.stderr
+    assert "graded but not in the roster" in done.stderr and "cy" in done.stderr, "a learner left out is named"
+    assert read(out) == [
+        ["ID number", "First name", "Last name", "Email address", "01-circuits (10 points)",
+         "02-local-gradients (12 points)", "Total (22 points)"],
+        ["ada", "Ada", "Lovelace", "ada@example.org", "10", "10", "20"],   # nbgrader's score: raw 12 less 2 late
+        ["bob", "Bob", "Smith", "bob@example.org", "4", "5", "9"],
+        ["dee", "Dee", "Jones", "dee@example.org", "0", "0", "0"]]         # never submitted: 0, as nbgrader exports
+
+
+def test_lms_export_with_every_learner_in_the_roster_exits_0(tmp_path):
+    roster = write(tmp_path / "roster.csv", ROSTER[:3])
+    done = run("lms", write(tmp_path / "m1.csv", [HEADER, *MACHINE1]), "--roster", roster, "--out", tmp_path / "o.csv")
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    assert [r[-1] for r in read(tmp_path / "o.csv")] == ["Total (10 points)", "10", "4"]
+
+
+@pytest.mark.parametrize("roster, files, words", [
+    ([["id", "first_name", "email"], ["ada", "Ada", "a@x"]], "ok", "has no column last_name"),
+    ([ROSTER[0], ROSTER[1], ROSTER[1]], "ok", "repeated id"),
+    (ROSTER, "bad score", "not a number"),
+    (ROSTER, "two maxima", "out of"),
+])
+def test_lms_export_refuses_bad_input_in_one_line(tmp_path, roster, files, words):
+    rows = {"ok": [HEADER, *MACHINE1], "bad score": [HEADER, ["ada", "01-circuits", "ten", "10", "4", "6", "", ""]],
+            "two maxima": [HEADER, *MACHINE1]}[files]
+    paths = [write(tmp_path / "a.csv", rows)]
+    if files == "two maxima":
+        paths.append(write(tmp_path / "b.csv", [HEADER, ["cy", "01-circuits", "1", "12", "1", "0", "", ""]]))
+    done = run("lms", *paths, "--roster", write(tmp_path / "roster.csv", roster), "--out", tmp_path / "o.csv")
+    assert done.returncode == classgrades.EXIT_BAD_INPUT and words in done.stderr, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and not (tmp_path / "o.csv").exists()
+
+
+def test_bad_invocations_are_one_line_errors(tmp_path):
+    for args in ([], ["lms", "x.csv"], ["merge", "--out", "o.csv"], ["export", "x"], ["merge", tmp_path / "missing.csv", "--out", "o.csv"]):
+        done = run(*args, cwd=tmp_path)
+        assert done.returncode == classgrades.EXIT_BAD_INPUT, (args, done.stderr)
+        assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr, (args, done.stderr)
+
+
+def test_course_sh_runs_it_from_the_callers_folder(tmp_path):
+    write(tmp_path / "m1.csv", [HEADER, *MACHINE1])
+    done = subprocess.run(["bash", str(ROOT / "course.sh"), "grades", "merge", "m1.csv", "--out", "merged.csv"],
+                          cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert read(tmp_path / "merged.csv") == [HEADER, *MACHINE1]
