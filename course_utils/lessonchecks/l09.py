@@ -57,11 +57,14 @@ def _judge_scale_value(result, values, grads_dtype, dtype, right) -> None:
     if type(result) is dict and "ValueError" in (result.get("raised") or ()):
         fi = torch.finfo(HALF[dtype])
         smallest = min(abs(v) for v in values if v) * right
-        raise AssertionError(f"{name} raised ValueError, but S = {right!r} fits these gradients: the smallest nonzero "
-                             f"|g| x S = {smallest:.6g} is not below torch.{dtype}'s smallest subnormal "
-                             f"{fi.tiny * fi.eps:.6g}" + (" (exactly equal is fine)" if smallest == fi.tiny * fi.eps
-                                                           else "") + " (zeros never underflow: leave them out)"
-                             * (0.0 in values))
+        hints = [h for h, applies in (("exactly equal is fine", smallest == fi.tiny * fi.eps),
+                                      ("zeros never underflow: leave them out", 0.0 in values),
+                                      ("grads may be float64", grads_dtype == "float64"),
+                                      ("S may be below 1: 2.0 ** k with k < 0", right < 1)) if applies]
+        raise AssertionError(f"{name} raised ValueError, but these gradients have a loss scale, S = {right!r}: every "
+                             f"|g| x S is finite and the smallest nonzero one, {smallest:.6g}, is not below "
+                             f"torch.{dtype}'s smallest subnormal {fi.tiny * fi.eps:.6g}"
+                             + "".join(f" ({h})" for h in hints))
     got = value_of(result, name)
     if type(got) is not float:
         shown = f" {got!r}" if type(got) in (int, bool) else ""
@@ -78,8 +81,13 @@ def _judge_scale_value(result, values, grads_dtype, dtype, right) -> None:
         hint = ""
         if max(values) * got <= top:
             hint = ": the largest gradient by magnitude is negative here: take max(|g|), abs() first"
+        if largest > top:
+            hint += ": the largest gradient alone exceeds finfo.max, so S must be below 1 (2.0 ** k with k < 0)"
+        elif math.isfinite(torch.tensor(largest * got, dtype=torch.float64).to(HALF[dtype]).item()):
+            hint += (" (the bound is max|g| x S <= finfo.max: compare the product with it; a cast to the type rounds "
+                     "values a little above it down)")
         raise AssertionError(f"{name} is {got!r}: max|g| x S = {largest * got:.6g} exceeds torch.{dtype}'s largest "
-                             f"finite value {top:.6g}, so the scaled gradients overflow to inf{hint}")
+                             f"finite value {top:.6g}{hint}")
     if largest * got * 2 <= top:
         hint = (" (a gradient exactly at the limit, max|g| x S == finfo.max, is allowed: <=, not <)"
                 if largest * got * 2 == top else "")
@@ -97,7 +105,8 @@ def _why_scale_bad(values, grads_dtype, dtype) -> str:
     if not any(values):
         return "grads holds no nonzero value: " + ("it is empty" if not values else "every gradient is 0")
     return (f"the gradients span more than torch.{dtype}'s range: at the largest safe scale the smallest nonzero "
-            "gradient falls below its smallest subnormal, finfo.tiny x finfo.eps (it would become 0)")
+            "gradient falls below its smallest subnormal, finfo.tiny x finfo.eps, where it becomes 0 or is rounded by "
+            "up to half its value (compare |g| x S with that number; casting to the type rounds instead)")
 
 
 def _judge_scale(got, want, cases):
@@ -152,6 +161,9 @@ def _judge_bytes(got, want, cases):
     for result, right, args in zip(results(got["values"], cases["values"], "zero_bytes_per_rank"), want,
                                    cases["values"]):
         name = f"zero_bytes_per_rank{args!r}"
+        if type(result) is dict and "ValueError" in (result.get("raised") or ()) and args[1] > args[0]:
+            raise AssertionError(f"{name} raised ValueError: more ranks than parameters is allowed (each rank then "
+                                 "holds ceil(num_params / world_size) = 1 number of each sharded part)")
         parts = value_of(result, name)
         assert type(parts) is dict and set(parts) == set(PARTS) and all(type(k) is str for k in parts), \
             f"{name} should be a dict with the keys 'params', 'grads' and 'optimizer'"
@@ -185,6 +197,8 @@ ZERO_BYTES_PER_RANK = Check("zero_bytes_per_rank", _probe_values(_call_bytes), _
 # want: [{"param": the parameters after one unsharded step, "momentum": the whole momentum after it}].
 
 LR, BETA = 0.1, 0.9
+PAD_HINT = ("reduce_scatter_single and all_gather_single need tensors of one dtype, param's, and of sizes "
+            "s * world_size and s: pad the gradient and the parameters to s * world_size with zeros")
 
 
 def zero_problem(seed: int, n: int, world_size: int, dtype: str = "float64"):
@@ -197,7 +211,7 @@ def zero_problem(seed: int, n: int, world_size: int, dtype: str = "float64"):
     return param, grads, torch.randn(n, generator=gen, dtype=torch.float64).to(dt)
 
 
-def shard_of(full: torch.Tensor, rank: int, world_size: int) -> torch.Tensor:
+def _shard(full: torch.Tensor, rank: int, world_size: int) -> torch.Tensor:
     """Rank `rank`'s shard of a 1-D tensor padded with zeros to a multiple of world_size (a copy)."""
     s = -(-len(full) // world_size)
     padded = torch.cat([full, full.new_zeros(s * world_size - len(full))])
@@ -209,7 +223,7 @@ def _zero_worker(rank, world_size, recipe, n, dtype, seed):
     from course_utils.parallel import rebuilt
     step = rebuilt(recipe)
     param, grads, momentum = zero_problem(seed, n, world_size, dtype)
-    shard = shard_of(momentum, rank, world_size)
+    shard = _shard(momentum, rank, world_size)
     returned = step(param, grads[rank].clone(), shard, LR, BETA)
     return {"param": param, "momentum": shard, "returned": returned is None}
 
@@ -261,10 +275,10 @@ def _judge_rank(where, rank, world_size, n, dtype, seed, out, want) -> None:
             raise AssertionError(f"{name}: its own shard is right, but the other ranks' shards are not: after the "
                                  "update every rank must hold the whole new param (all-gather the shards)")
     check_tensor(p, want["param"], name, **tol)
-    wm = shard_of(want["momentum"], rank, world_size)
+    wm = _shard(want["momentum"], rank, world_size)
     name = f"{where}, rank {rank}'s momentum shard (positions {rank * s}..{rank * s + s - 1} of the padded buffer)"
-    if type(m) is torch.Tensor and m.shape == wm.shape and torch.allclose(m, shard_of(momentum0, rank, world_size)) \
-            and not torch.allclose(wm, shard_of(momentum0, rank, world_size)):
+    if type(m) is torch.Tensor and m.shape == wm.shape and torch.allclose(m, _shard(momentum0, rank, world_size)) \
+            and not torch.allclose(wm, _shard(momentum0, rank, world_size)):
         raise AssertionError(f"{name} was not updated: update the momentum shard in place (momentum.mul_(beta)."
                              "add_(...)), do not rebind the name")
     check_tensor(m, wm, name, **tol)
@@ -274,7 +288,7 @@ def _judge_step(got, want, cases):
     for found, right, (world_size, n, dtype, seed) in zip(results(got, cases, "sharded_sgd_step"), want, cases):
         where = f"with {world_size} rank{'s' if world_size > 1 else ''}, {n} {dtype} parameters"
         if type(found) is not list:
-            judge_failure(found, where, "sharded_sgd_step", None)
+            judge_failure(found, where, "sharded_sgd_step", PAD_HINT)
         assert len(found) == world_size, f"{where}: expected one result per rank"
         for rank, out in enumerate(found):
             _judge_rank(where, rank, world_size, n, dtype, seed, out, right)
