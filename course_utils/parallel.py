@@ -67,7 +67,7 @@ class WorkerError(RuntimeError):
         """How a notebook shows it: one line when the worker ran an exercise not attempted yet
         (course_utils.exercises), else IPython's own traceback, the worker's included."""
         first = str(self).splitlines()[0]
-        if NOT_ATTEMPTED in first:
+        if self.stub is not None:
             return [first + " (write the exercise, run its cell, then this one)"]
         from IPython import get_ipython
         shell = get_ipython()
