@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The course's one entry point. Every command first sets up what it needs (idempotent):
-#   bash course.sh lab [jupyter args]   set up, then open the course in JupyterLab (as a learner)
+#   bash course.sh lab [jupyter args]   set up, then open the course in JupyterLab (as a learner, in workspace/)
 #   bash course.sh test [pytest args]   set up, then run every test (unit, nbval, nbgrader, browser)
 #   bash course.sh setup                only set up: Graphviz, .venv, pinned packages, course_utils
 #   bash course.sh doctor               check the set-up; print a one-line fix for what is missing
@@ -100,7 +100,10 @@ case "$cmd" in
   lab)     setup
            root_flag=(); [ "$(id -u)" = 0 ] && root_flag=(--allow-root)  # containers often run as root
            case "${COURSE_ROLE:-learner}" in
-             learner)    lab_root="$ROOT/notebooks"; start_here=00-start-here/00-start-here.ipynb ;;
+             learner)    # the learner's own copies (course_utils/workspace.py): nbgrader rewrites notebooks/
+                         lab_root=${COURSE_WORKSPACE:-$ROOT/workspace}; start_here=00-start-here/00-start-here.ipynb
+                         case "$lab_root" in /*) ;; *) lab_root="$CALLER_DIR/$lab_root" ;; esac
+                         python -m course_utils.workspace "$ROOT/notebooks" "$lab_root" ;;
              instructor) lab_root="$ROOT"; start_here=notebooks/00-start-here/00-start-here.ipynb  # + solutions/, the Formgrader
                          export JUPYTER_CONFIG_PATH="$INSTRUCTOR_CONFIG${JUPYTER_CONFIG_PATH:+:$JUPYTER_CONFIG_PATH}" ;;
              *)          say "COURSE_ROLE must be learner or instructor, not '$COURSE_ROLE'"; exit 2 ;;

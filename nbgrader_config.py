@@ -66,6 +66,14 @@ c.Autograde.autograde_preprocessors = [HardenedExecute, IgnorePattern, ClearMeta
 # defaults (per cell, per notebook) are course_utils.grader.worker.Limits'. Where the
 # machine cannot give the sandbox, grading stops; to accept resource limits only there:
 # c.HardenedExecute.sandbox = "optional"
+# Late work: nbgrader's own late-penalty plugin (nbgrader.plugins.LateSubmissionPlugin, run by
+# AssignLatePenalties above). nbgrader 0.9 keeps a lesson's due date in the gradebook, not here: set it with
+#     nbgrader db assignment add 01-circuits --duedate="2026-12-07 23:59:00 UTC"
+# (or in Formgrader's Manage Assignments). A submission whose timestamp (written by `nbgrader submit`, kept
+# by `nbgrader collect`) is after it is late; nbgrader's default method, "none", keeps its score, and
+# "zero" takes it all. `nbgrader export` and `bash course.sh grades lms` give score less penalty.
+# tests/grader/test_late_work.py uncomments this line and grades a late submission:
+# c.LateSubmissionPlugin.penalty_method = "zero"
 # Feedback shows each test's outcome, never the hidden tests' code.
 c.GenerateFeedback.preprocessors = [GetGrades, HideTestsInFeedback, CSSHTMLHeaderPreprocessor]
 # `nbgrader validate` and the Validate button run the student's own notebook in a normal kernel.

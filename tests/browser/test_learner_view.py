@@ -1,5 +1,6 @@
-"""What JupyterLab offers a learner who opens the course with `bash course.sh lab`, what it offers an
-instructor (`COURSE_ROLE=instructor bash course.sh lab`), and nbgrader's Validate button.
+"""What JupyterLab offers a learner who opens the course with `bash course.sh lab` (their own copies of
+the lessons, in a workspace), what it offers an instructor (`COURSE_ROLE=instructor bash course.sh
+lab`), and nbgrader's Validate button.
 
 - Learners: no Create Assignment, Formgrader, course list or Nbgrader menu (nbgrader's instructor
   tools), no prompt about Jupyter news; the Validate button in every notebook's toolbar.
@@ -67,7 +68,9 @@ def course_sh_lab(browser, tmp_path_factory):
 
     def start(role):
         if role not in made:
-            lab = start_lab(ROOT, tmp_path_factory.mktemp(f"{role}-settings"), {"COURSE_ROLE": role}, course_sh=True)
+            settings = tmp_path_factory.mktemp(f"{role}-settings")
+            env = {"COURSE_ROLE": role, "COURSE_WORKSPACE": str(settings / "workspace")}  # not the repository's workspace/
+            lab = start_lab(ROOT, settings, env, course_sh=True)
             made[role] = (lab, Lane(browser, lab, role))
         return made[role]
 
@@ -89,7 +92,11 @@ def test_learners_see_no_instructor_tools_and_no_news_prompt(course_sh_lab):
     status, listing = lab.get("/api/contents")
     served = {item["name"] for item in json.loads(listing)["content"]}
     assert status == 200 and set(LESSONS) <= served and "solutions" not in served, \
-        f"`course.sh lab` should open the student notebooks (notebooks/), it serves {sorted(served)}"
+        f"`course.sh lab` should open the learner's copies of the student notebooks, it serves {sorted(served)}"
+    workspace = lab.log.parent / "workspace"   # COURSE_WORKSPACE, in the fixture's settings folder
+    assert (workspace / LESSONS[0] / f"{LESSONS[0]}.ipynb").read_bytes() == \
+        nbgrader_cli.notebook_path(ROOT, "notebooks", LESSONS[0]).read_bytes(), \
+        "`course.sh lab` should serve copies in COURSE_WORKSPACE (not notebooks/, which nbgrader rewrites)"
     assert opens_on(lab) == "/lab/tree/00-start-here/00-start-here.ipynb", \
         f"`course.sh lab` should open on the start-here page, not on {opens_on(lab)}"
 
