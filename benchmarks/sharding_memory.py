@@ -39,7 +39,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from course_utils.data import blobs
-from course_utils.memory import TensorAllocations, format_bytes
+from course_utils.memory import TensorAllocations, format_bytes, storage_bytes
 from course_utils.parallel import pick_backend, run_workers, worker_device
 
 WAYS = ["DDP", "ZeRO-1", "ZeRO-2 (FSDP, no reshard)", "ZeRO-3 (FSDP)"]
@@ -55,17 +55,6 @@ def make_mlp(width: int) -> nn.Sequential:
         if i < len(sizes) - 2:
             layers.append(nn.GELU())
     return nn.Sequential(*layers)
-
-
-def held(tensors) -> int:
-    """Bytes of the distinct storages behind tensors (a DTensor: its local shard)."""
-    storages = {}
-    for t in tensors:
-        if t is None:
-            continue
-        t = t.to_local() if hasattr(t, "to_local") else t
-        storages[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
-    return sum(storages.values())
 
 
 def run_way(rank: int, world_size: int, way: str, width: int, steps: int) -> dict:
@@ -117,8 +106,8 @@ def run_way(rank: int, world_size: int, way: str, width: int, steps: int) -> dic
             step()
         peak = mem.peak_bytes
     params = list(model.parameters())
-    return {"params": held(params), "grads": held(p.grad for p in params),
-            "optimizer": held(t for s in state.values() for t in s.values() if torch.is_tensor(t) and t.dim() > 0),
+    return {"params": storage_bytes(params), "grads": storage_bytes(p.grad for p in params),
+            "optimizer": storage_bytes(t for s in state.values() for t in s.values() if torch.is_tensor(t) and t.dim() > 0),
             "peak": peak, "seconds": min(times)}
 
 

@@ -34,6 +34,21 @@ def tensor_bytes(t: torch.Tensor) -> int:
     return t.numel() * t.element_size()
 
 
+def storage_bytes(tensors: Iterable[torch.Tensor | None]) -> int:
+    """Bytes of the distinct storages behind tensors: what holding them all costs. A storage shared
+    by several tensors (views, a flat buffer and its parameters) counts once; a DTensor counts its
+    local shard; None (a parameter without .grad) counts nothing."""
+    storages = {}
+    for t in tensors:
+        if t is None:
+            continue
+        t = t.to_local() if hasattr(t, "to_local") else t
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"expected torch.Tensors, got {type(t).__name__}")
+        storages[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+    return sum(storages.values())
+
+
 def format_bytes(n: int) -> str:
     """1536 -> '1.5 KiB': bytes in the binary units the allocators use."""
     if not isinstance(n, int) or isinstance(n, bool) or n < 0:

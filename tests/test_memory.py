@@ -5,7 +5,7 @@ import torch
 from torch import nn
 
 from course_utils.graph import report
-from course_utils.memory import SavedTensors, cuda_peak_bytes, format_bytes, tensor_bytes
+from course_utils.memory import SavedTensors, cuda_peak_bytes, format_bytes, storage_bytes, tensor_bytes
 
 
 def mlp():
@@ -65,6 +65,17 @@ def test_no_grad_saves_nothing():
     with SavedTensors() as saved, torch.no_grad():
         model(torch.randn(5, 4))
     assert saved.saved == [] and saved.peak_bytes == 0
+
+
+def test_storage_bytes_counts_each_storage_once():
+    flat = torch.zeros(10)                                 # 40 bytes
+    a, b = flat[:6], flat[6:]                              # parameters viewing one flat buffer
+    other = torch.zeros(3, dtype=torch.float64)            # 24 bytes
+    assert storage_bytes([a, b, flat, None, other]) == 40 + 24
+    assert storage_bytes([a]) == 40, "a view holds its whole storage"
+    assert storage_bytes([]) == 0
+    with pytest.raises(TypeError, match="expected torch.Tensors, got int"):
+        storage_bytes([1])
 
 
 def test_format_and_bad_input():
