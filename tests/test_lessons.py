@@ -3,7 +3,9 @@
 One notebook per lesson at solutions/NN-topic/NN-topic.ipynb; 15-40 cells opening with learning
 objectives and closing with a recap that links to the next lesson; the course set-up called;
 2-5 exercises, each a solution cell `lNN_name` followed by its test cell `lNN_name_test` with
-points and hidden tests; cells whose output nbval compares; no progress bars in graded cells.
+points and hidden tests; at least one written answer (a markdown cell graded by hand, 1 or 2 points,
+right after the question that asks it, with a model answer and a mark scheme); the intro's points
+add up; cells whose output nbval compares; no progress bars in graded cells.
 """
 
 import importlib
@@ -28,10 +30,20 @@ def meta(cell):
     return cell.metadata.get("nbgrader", {})
 
 
+def is_written(cell):
+    """nbgrader's manually graded answer: a markdown cell with grade and solution set."""
+    return cell.cell_type == "markdown" and bool(meta(cell).get("solution")) and bool(meta(cell).get("grade"))
+
+
+def is_written_question(cell):
+    return cell.cell_type == "markdown" and cell.source.startswith("### Written answer (")
+
+
 @pytest.mark.parametrize("name", LESSONS)
 def test_shape_of_a_lesson(name):
     nb = load(name)
-    assert 15 <= len(nb.cells) <= 40, f"{name} has {len(nb.cells)} cells; a lesson has 15-40"
+    cells = [c for c in nb.cells if not is_written(c) and not is_written_question(c)]
+    assert 15 <= len(cells) <= 40, f"{name} has {len(cells)} cells besides its written answers; a lesson has 15-40"
     first, last = nb.cells[0].source, nb.cells[-1].source
     assert first.startswith("# Lesson " + name[:2]), "the first cell is the lesson's title"
     assert "By the end of this lesson you can" in first, "the first cell states the learning objectives"
@@ -49,7 +61,7 @@ def test_exercises_follow_the_rules(name):
     nb = load(name)
     prefix = f"l{name[:2]}_"
     cells = nb.cells
-    solutions = [i for i, c in enumerate(cells) if meta(c).get("solution")]
+    solutions = [i for i, c in enumerate(cells) if meta(c).get("solution") and c.cell_type == "code"]
     assert 2 <= len(solutions) <= 5, f"{name} has {len(solutions)} exercises; a lesson has 2-5"
     for i in solutions:
         gid = meta(cells[i])["grade_id"]
@@ -67,6 +79,43 @@ def test_exercises_follow_the_rules(name):
     for c in cells:
         if meta(c).get("grade") or meta(c).get("solution"):
             assert "tqdm" not in c.source, f"{meta(c)['grade_id']}: no progress bars in graded cells (stderr)"
+
+
+@pytest.mark.parametrize("name", LESSONS)
+def test_written_answers_follow_the_rules(name):
+    """Each lesson asks at least one question to answer in words, graded by hand in Formgrader: a
+    question cell "### Written answer (N points, graded by hand): ..." and right after it the answer
+    cell (markdown, grade and solution, not locked, N = 1 or 2 points, grade id lNN_why_...) holding a
+    model answer and the mark scheme, which the release replaces with nbgrader's text stub."""
+    nb = load(name)
+    written = [i for i, c in enumerate(nb.cells) if is_written(c)]
+    assert written, f"{name} has no written answer (nbgrader's manually graded answer)"
+    for i in written:
+        cell, question = nb.cells[i], nb.cells[i - 1]
+        gid, points = meta(cell)["grade_id"], meta(cell).get("points", 0)
+        assert re.fullmatch(rf"l{name[:2]}_why_[a-z0-9_]+", gid), f"grade_id {gid!r} is not l{name[:2]}_why_name"
+        assert points in (1, 2) and not meta(cell).get("locked"), f"{gid}: 1 or 2 points, not locked"
+        assert question.source.startswith(f"### Written answer ({points} points, graded by hand): "), \
+            f"{gid} must follow its question, which says its points"
+        assert cell.source.startswith("**Model answer.** ") and f"**Mark scheme ({points} points).** " in cell.source, \
+            f"{gid}: a model answer, then the mark scheme for the grader"
+        assert "### BEGIN SOLUTION" not in cell.source, f"{gid}: the whole cell is the answer (the release shows the stub)"
+    released = nbformat.read(nbgrader_cli.notebook_path(ROOT, "notebooks", name), as_version=4)
+    stubs = {meta(c)["grade_id"]: c.source for c in released.cells if is_written(c)}
+    assert stubs == {meta(nb.cells[i])["grade_id"]: "YOUR ANSWER HERE" for i in written}, \
+        f"notebooks/{name} must show nbgrader's text stub in each written answer: run `bash course.sh release {name}`"
+
+
+@pytest.mark.parametrize("name", LESSONS)
+def test_the_intro_states_the_points(name):
+    """The first cell says how many exercises and written answers there are, and their points."""
+    nb = load(name)
+    tests = [c for c in nb.cells if meta(c).get("grade") and c.cell_type == "code"]
+    written = [c for c in nb.cells if is_written(c)]
+    n_written, p_written = len(written), sum(meta(c)["points"] for c in written)
+    want = (f"There are **{len(tests)} graded exercises** ({sum(meta(c)['points'] for c in tests):g} points) and "
+            f"**{n_written} written answer{'s' if n_written > 1 else ''}** ({p_written:g} points, graded by hand).")
+    assert want in nb.cells[0].source, f"{name}: the intro should say: {want}"
 
 
 @pytest.mark.parametrize("name", LESSONS)

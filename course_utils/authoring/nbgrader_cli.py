@@ -8,9 +8,10 @@ touches the course's own gradebook.
     course = scratch_course(repo_root, tmp_path, ["01-circuits"])
     submit(course, "alice", "01-circuits", solved(course, "01-circuits"))
     autograde(course, "01-circuits")
-    scores(course, "01-circuits")          # {"alice": (10.0, 10.0)}
+    scores(course, "01-circuits")          # {"alice": (10.0, 10.0)}: the autograded points
+    written(course, "01-circuits")         # {"alice": {"l01_why_dx": (0.0, 2.0, True)}}: graded by hand
 
-oversubscribed(24) makes the machine as busy as a shared one can be, to grade beside it.
+oversubscribed(12) makes the machine as busy as a shared one can be (12 busy processes per core), to grade beside it.
 """
 
 import os
@@ -78,8 +79,8 @@ def notebook_path(course: Path, folder: str, name: str) -> Path:
 def solved(course: Path, name: str) -> nbformat.NotebookNode:
     """The released notebook with every solution cell filled in as a learner who solved it would.
 
-    Each solution cell of the release gets the instructor's code with the
-    ### BEGIN/END SOLUTION lines removed; everything else stays as released.
+    Each solution cell of the release gets the instructor's code (a written answer: the model
+    answer) with the ### BEGIN/END SOLUTION lines removed; everything else stays as released.
     """
     release = nbformat.read(notebook_path(course, "notebooks", name), as_version=4)
     source = nbformat.read(notebook_path(course, "solutions", name), as_version=4)
@@ -156,20 +157,34 @@ def autograde(course: Path, name: str) -> subprocess.CompletedProcess:
 
 
 def scores(course: Path, name: str) -> dict[str, tuple[float, float]]:
-    """{student: (score, max_score)} for lesson `name`, read from the course's gradebook."""
+    """{student: (score, max_score)} of the autograded cells (nbgrader's code score) for lesson `name`,
+    read from the course's gradebook. Written answers, graded by hand, are written()'s."""
     from nbgrader.api import Gradebook  # heavy import, only needed here
 
     with Gradebook(f"sqlite:///{Path(course) / 'gradebook.db'}") as gb:
         assignment = gb.find_assignment(name)
-        return {s.student.id: (s.score, s.max_score) for s in assignment.submissions}
+        return {s.student.id: (s.code_score, s.max_code_score) for s in assignment.submissions}
 
 
-def cell_scores(course: Path, name: str) -> dict[str, dict[str, tuple[float, float]]]:
-    """{student: {grade cell id: (score, max_score)}} for lesson `name`, from the gradebook."""
+def written(course: Path, name: str) -> dict[str, dict[str, tuple[float, float, bool]]]:
+    """{student: {written answer's grade id: (score, max_score, needs_manual_grade)}} for lesson `name`:
+    nbgrader's manually graded answers (markdown grade cells), from the gradebook."""
     from nbgrader.api import Gradebook
 
     with Gradebook(f"sqlite:///{Path(course) / 'gradebook.db'}") as gb:
-        return {s.student.id: {g.name: (g.score, g.max_score) for nb in s.notebooks for g in nb.grades}
+        return {s.student.id: {g.name: (g.score, g.max_score, g.needs_manual_grade)
+                               for nb in s.notebooks for g in nb.grades if g.cell_type == "markdown"}
+                for s in gb.find_assignment(name).submissions}
+
+
+def cell_scores(course: Path, name: str) -> dict[str, dict[str, tuple[float, float]]]:
+    """{student: {autograded cell id: (score, max_score)}} for lesson `name`, from the gradebook
+    (written answers, graded by hand: written())."""
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{Path(course) / 'gradebook.db'}") as gb:
+        return {s.student.id: {g.name: (g.score, g.max_score) for nb in s.notebooks for g in nb.grades
+                               if g.cell_type == "code"}
                 for s in gb.find_assignment(name).submissions}
 
 

@@ -16,7 +16,10 @@ and email (what `nbgrader db student import` reads). Grades come from the folder
 files, or from `nbgrader export`'s grades.csv (its score: the raw score less nbgrader's late penalty),
 any mix, one lesson or many; a learner of the roster with no grade for a lesson gets 0 for it, as in
 nbgrader's export. A learner graded but missing from the roster cannot be placed: the file is written
-without them and the command names them and exits with status 3.
+without them and the command names them and exits with status 3. The folder grader does not score
+written answers (its grades.csv has them in "written: grade by hand" columns, outside score and
+max_score): lms says so for each such lesson, whose points then leave them out; nbgrader's export
+counts them, with the scores given in Formgrader.
 
 Exit status: 0; 2: bad input (a file that is not one of these CSVs, conflicting rows, an unusable
 roster or --out), a one-line error and nothing written; 3 (lms): written, but graded learners are
@@ -31,7 +34,7 @@ import os
 import sys
 from pathlib import Path
 
-from course_utils.grader.reports import BadInput, clean, shown, write_new
+from course_utils.grader.reports import WRITTEN_COLUMN, BadInput, clean, shown, write_new
 
 EXIT_BAD_INPUT = 2
 EXIT_NOT_IN_ROSTER = 3
@@ -130,6 +133,18 @@ def read_grades(files: list[Path]) -> dict[str, tuple[float, dict[str, float]]]:
     return grades
 
 
+def unscored_written(files: list[Path]) -> dict[str, float]:
+    """{lesson: points of its written answers} for the folder grader's grades.csv files among files, which
+    leave those points out (they are graded by hand)."""
+    found: dict[str, float] = {}
+    for path in files:
+        rows = read_csv(path)
+        points = [float(m["points"]) for m in map(WRITTEN_COLUMN.match, rows[0]) if m]
+        if rows[0][:4] == FOLDER_GRADER and points and len(rows) > 1:
+            found[rows[1][1]] = sum(points)
+    return found
+
+
 def read_roster(path: Path) -> list[dict[str, str]]:
     rows = read_csv(path)
     missing = [c for c in ROSTER if c not in rows[0]]
@@ -199,6 +214,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
     print(f"wrote {clean(args.out)}: {len(roster)} learners, {len(grades)} lessons")
+    for lesson, points in sorted(unscored_written(args.files).items()):
+        print(f"note: {clean(lesson)}'s written answers ({points:g} points) are not in these scores: the folder grader "
+              "does not score them; grade them by hand (nbgrader's Formgrader and export count them)", file=sys.stderr)
     known = {s["id"] for s in roster}
     if outside := sorted({s for _, scores in grades.values() for s in scores} - known):
         print(f"graded but not in the roster, so not in {clean(args.out)}: {clean(', '.join(outside))[:400]}: add them "

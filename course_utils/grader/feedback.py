@@ -127,7 +127,7 @@ def _significant(mantissa: str, keep: int) -> str:
 
 def page(result) -> str:
     """A learner's feedback page (a course_utils.grader.grade.Result): the score of each test and what
-    was wrong, no test code."""
+    was wrong, no test code; the written answers as the learner wrote them, to be graded by hand."""
     def text(value) -> str:
         return html.escape(safe_text(value))
 
@@ -135,8 +135,12 @@ def page(result) -> str:
         f"<tr><td>{text(gid)}</td><td>{o.score:g} / {o.points:g}</td>"
         f"<td>{text(o.message) if o.message else 'passed'}</td></tr>" for gid, o in result.outcomes.items())
     notes = "".join(f"<li>{text(n)}</li>" for n in result.notes)
+    written = "".join(f"<h3>{text(gid)}</h3><pre style='white-space:pre-wrap'>{text(answer)}</pre>"
+                      for gid, answer in result.written.items())
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>{text(result.lesson)}: feedback</title>"
             f"<style>body{{font-family:sans-serif;max-width:60em}}td{{padding:.3em .8em;vertical-align:top}}</style></head>"
             f"<body><h1>{text(result.lesson)}</h1><p>Score: <b>{result.score:g} / {result.points:g}</b></p>"
             f"<table><tr><th>test</th><th>points</th><th>feedback</th></tr>{rows}</table>"
-            + (f"<h2>Notes</h2><ul>{notes}</ul>" if notes else "") + "</body></html>\n")
+            + (f"<h2>Notes</h2><ul>{notes}</ul>" if notes else "")
+            + (f"<h2>Written answers</h2><p>Graded by hand by your instructor, not part of the score above.</p>{written}"
+               if written else "") + "</body></html>\n")

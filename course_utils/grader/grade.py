@@ -150,6 +150,7 @@ class Result:
     notes: list[str]
     seconds: float = 0.0
     review: list[str] = field(default_factory=list)  # course_utils.grader.review's flags: for the instructor only
+    written: dict[str, str] = field(default_factory=dict)  # written answers as the learner wrote them: graded by hand
 
     @property
     def score(self) -> float:

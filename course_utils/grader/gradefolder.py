@@ -6,6 +6,9 @@ FOLDER is nbgrader's layout (FOLDER/STUDENT/LESSON/LESSON.ipynb) or one FOLDER/S
 learner. Submissions are graded in parallel (course_utils.grader.grade, one sandbox each) against one
 reference run; grades.csv has a row per learner with the reasons and course_utils.grader.review's flags
 (for the instructor only); feedback/STUDENT/LESSON.html shows scores and messages, no test code.
+Written answers (nbgrader's manually graded answers) are not scored here: score and max_score count the
+autograded tests only, and each written answer's text is copied, as the learner wrote it, into a column
+of grades.csv that says to grade it by hand (and into the feedback page).
 
 Results are never lost: bad input (a lesson that does not exist, no submissions in FOLDER, a FOLDER
 one level too deep, an OUT/grades.csv of another lesson, bad limits) is a one-line error, exit
@@ -24,8 +27,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from course_utils.grader.lessonfile import MAX_SUBMISSION_BYTES, Lesson, load_lesson, read_answers
-from course_utils.grader.reports import BadInput, check_out, clean, clean_name, shown, write_reports
+from course_utils.grader.lessonfile import MAX_SUBMISSION_BYTES, Lesson, load_lesson, read_answers, read_written
+from course_utils.grader.reports import BadInput, check_out, clean, clean_name, shown, write_reports, written_note
 from course_utils.grader.review import review
 from course_utils.grader.capabilities import SandboxUnavailable
 from course_utils.grader.worker import Limits, check_sandbox
@@ -160,6 +163,8 @@ def grade_submissions(lesson: Lesson, submissions: dict[str, Path], jobs: int, l
                 result.review = review(lesson, answers)
             except Exception as e:  # noqa: BLE001 - one submission's trouble never costs the others their grades
                 result = failed(lesson, student, notes, e)
+            if lesson.written:   # copied for the instructor, who grades them by hand
+                result.written = read_written(data, lesson)[0]
             return result
 
         with ThreadPoolExecutor(max_workers=max(1, min(jobs, len(submissions)))) as pool:
@@ -232,11 +237,15 @@ def main(argv: list[str] | None = None) -> int:
     except ReferenceOverloaded as e:
         print(f"error: nothing graded, nothing written: {e}", file=sys.stderr)
         return EXIT_OVERLOADED
+    by_hand = sum(w.points for w in lesson.written)
     for r in results:
         print(f"{clean_name(r.student)}: {r.score:g} / {r.points:g}  ({r.seconds:.1f} s)"
+              + (f"  + {by_hand:g} points of written answers to grade by hand" if by_hand else "")
               + ("  [review]" if r.review else "") + ("  [not graded: grade again]" if r.overloaded else ""))
     if any(r.review for r in results):
         print("[review]: an answer reaches outside its exercise (the review column of grades.csv says how); read it")
+    if lesson.written:
+        print(written_note(lesson))
     print(f"wrote {clean(out / 'grades.csv')} and {clean(out / 'feedback')}/")
     if overloaded := [clean_name(r.student) for r in results if r.overloaded]:
         print(f"{len(overloaded)} of {len(results)} submissions were not graded because the grading machine was "

@@ -2,9 +2,12 @@
 
 - load_lesson(solutions/LESSON/LESSON.ipynb) -> Lesson: its code cells in order, each a lesson cell,
   an answer cell (the solution, markers removed) or a test cell (its points, the answer it grades and
-  its hidden lines). Everything the grader trusts comes from here, never from a submission.
+  its hidden lines), and apart from them its written answers (nbgrader's manually graded answers:
+  markdown cells with grade and solution set, worth their points, scored by hand, never by the grader).
+  Everything the grader trusts comes from here, never from a submission.
 - read_answers(submission, lesson) -> ({grade id: the learner's source}, notes): only the source
-  text of the answer cells, found by grade id; it never raises on a broken file.
+  text of the answer cells, found by grade id and cell type; it never raises on a broken file.
+  read_written(submission, lesson) does the same for the written answers.
 - learner_version(test cell) -> the test cell as the learner's sandbox runs it, its EXPECTED block cut.
 """
 
@@ -19,10 +22,10 @@ SOLUTION_MARKERS = re.compile(r"^\s*### (BEGIN|END) SOLUTION\s*$")
 
 @dataclass
 class Cell:
-    kind: str            # "lesson", "answer" or "test"
-    source: str          # instructor's source (answers: the solution, markers removed)
+    kind: str            # "lesson", "answer", "test" or "written"
+    source: str          # instructor's source (answers: the solution, markers removed; written: the model answer)
     gid: str | None = None
-    points: float = 0.0
+    points: float = 0.0   # tests and written answers
     exercise: str | None = None   # tests: the answer cell they grade
     hidden: list[str] = field(default_factory=list)  # tests: lines of the hidden region
 
@@ -32,6 +35,7 @@ class Lesson:
     name: str
     path: Path
     cells: list[Cell]
+    written: list[Cell] = field(default_factory=list)   # markdown answers graded by hand, in order
 
     @property
     def tests(self) -> list[Cell]:
@@ -48,12 +52,14 @@ def load_lesson(path: Path) -> Lesson:
 
     path = Path(path)
     nb = nbformat.read(path, as_version=4)
-    cells, last_answer = [], None
+    cells, written, last_answer = [], [], None
     for c in nb.cells:
-        if c.cell_type != "code":
-            continue
         meta = c.metadata.get("nbgrader", {})
         gid = meta.get("grade_id")
+        if c.cell_type == "markdown" and meta.get("solution") and meta.get("grade"):
+            written.append(Cell("written", c.source, gid, float(meta.get("points", 0))))
+        if c.cell_type != "code":
+            continue
         if meta.get("solution"):
             if meta.get("grade"):
                 raise ValueError(f"{path}: cell {gid} is both an answer and a test; the grader needs them apart")
@@ -66,7 +72,7 @@ def load_lesson(path: Path) -> Lesson:
             cells.append(Cell("test", c.source, gid, float(meta.get("points", 0)), last_answer, _hidden_lines(c.source)))
         else:
             cells.append(Cell("lesson", c.source))
-    return Lesson(path.stem, path, cells)
+    return Lesson(path.stem, path, cells, written)
 
 
 def _hidden_lines(source: str) -> list[str]:
@@ -98,20 +104,30 @@ def learner_version(test_source: str) -> str:
     return "\n".join(out)
 
 
-def read_answers(data, lesson: "Lesson | set[str]") -> tuple[dict[str, str], list[str]]:
+def read_answers(data, lesson: "Lesson | set[str] | dict[str, str]") -> tuple[dict[str, str], list[str]]:
     """The learner's source for each answer cell of `lesson`, and notes on what was odd.
 
+    lesson: a Lesson (its code answer cells), a set of code cells' grade ids, or {grade id: cell type}
+    ("code" or "markdown"): a cell counts only with its grade id and the type the release gave it.
     Input: the submission as bytes/str (a file's content) or an already parsed dict / NotebookNode.
     Never raises on bad input: an unreadable file gives no answers and a note saying why.
     """
-    wanted = set(lesson) if isinstance(lesson, set) else {c.gid for c in lesson.answers}
+    if isinstance(lesson, dict):
+        wanted = dict(lesson)
+    else:
+        wanted = dict.fromkeys(lesson if isinstance(lesson, set) else [c.gid for c in lesson.answers], "code")
     try:
         return _read_answers(data, wanted)
     except Exception as e:  # noqa: BLE001 - a shape nobody thought of is still only a bad file
         return {}, [f"the submitted file could not be read as a notebook ({type(e).__name__})"]
 
 
-def _read_answers(data, wanted: set[str]) -> tuple[dict[str, str], list[str]]:
+def read_written(data, lesson: "Lesson") -> tuple[dict[str, str], list[str]]:
+    """The learner's text for each written answer of `lesson` (markdown cells, by grade id), and notes."""
+    return read_answers(data, {c.gid: "markdown" for c in lesson.written})
+
+
+def _read_answers(data, wanted: dict[str, str]) -> tuple[dict[str, str], list[str]]:
     notes = []
     if isinstance(data, (bytes, str)):
         if len(data) > MAX_SUBMISSION_BYTES:
@@ -136,12 +152,12 @@ def _read_answers(data, wanted: set[str]) -> tuple[dict[str, str], list[str]]:
             return {}, ["the submitted file is not a notebook (no list of cells)"]
     answers: dict[str, str] = {}
     for c in cells:
-        if not isinstance(c, dict) or c.get("cell_type") != "code":
+        if not isinstance(c, dict):
             continue
         meta = c.get("metadata") if isinstance(c.get("metadata"), dict) else {}
         nbg = meta.get("nbgrader") if isinstance(meta.get("nbgrader"), dict) else {}
         gid = nbg.get("grade_id")
-        if type(gid) is not str or gid not in wanted:
+        if type(gid) is not str or gid not in wanted or c.get("cell_type") != wanted[gid]:
             continue
         source = c.get("source", "")
         if isinstance(source, list) and all(isinstance(s, str) for s in source):
@@ -153,6 +169,6 @@ def _read_answers(data, wanted: set[str]) -> tuple[dict[str, str], list[str]]:
             notes.append(f"answer cell {gid} appears more than once; the first one was graded")
             continue
         answers[gid] = source
-    for gid in sorted(wanted - set(answers)):
+    for gid in sorted(set(wanted) - set(answers)):
         notes.append(f"answer cell {gid} is missing from the submission; graded as not attempted")
     return answers, notes

@@ -4,7 +4,10 @@
   notebook (empty, truncated, not UTF-8) is graded as an empty one with the reason as a note, so it
   scores 0 with that reason in the gradebook instead of failing with no reason after the run.
 - SanitizeSubmission: the first sanitizing step; the submission is rebuilt as the release with the
-  learner's answer cells put in, so forged, renamed or deleted cells never reach nbgrader's checks.
+  learner's answer cells put in (code answers and written answers, the source text only), so forged,
+  renamed or deleted cells never reach nbgrader's checks. A written answer (a markdown cell nbgrader
+  grades by hand) keeps the learner's text: nbgrader's SaveAutoGrades scores it 0 if it still holds
+  the release's stub, and otherwise marks it "needs manual grade" for Formgrader.
 - HardenedExecute: takes the place of nbgrader's Execute; the answers run in course_utils.grader.worker
   and each test cell is judged outside it (course_utils.grader.grade), its outcome written as the cell's
   output, which nbgrader's SaveAutoGrades scores as usual.
@@ -95,7 +98,8 @@ class SanitizeSubmission(NbGraderPreprocessor):
         tests = {c.metadata.nbgrader.grade_id: c.source
                  for c in nbformat.read(path(coursedir.source_directory), as_version=4).cells
                  if c.metadata.get("nbgrader", {}).get("grade") and not c.metadata.nbgrader.get("solution")}
-        wanted = {c.metadata.nbgrader.grade_id for c in clean.cells if c.metadata.get("nbgrader", {}).get("solution")}
+        wanted = {c.metadata.nbgrader.grade_id: c.cell_type for c in clean.cells
+                  if c.metadata.get("nbgrader", {}).get("solution")}
         answers, notes = read_answers(json.loads(json.dumps(nb)), wanted)
         notes = list(resources.get(NOTES, [])) + notes
         clean.metadata[NOTES] = notes   # for HardenedExecute, which grades the rebuilt notebook

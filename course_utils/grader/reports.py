@@ -4,7 +4,9 @@
     write_reports(results, lesson, out)    # merge into out/grades.csv, write out/feedback/STUDENT/LESSON.html
 
 grades.csv has a row per learner: student, lesson, score, max_score, a column per test cell, the
-reasons for every lost point and course_utils.grader.review's flags (for the instructor only). A run
+reasons for every lost point and course_utils.grader.review's flags (for the instructor only), then a
+column per written answer (written_column: "GID (N points, written: grade by hand)") holding the
+learner's text: score and max_score count the autograded tests only, never the written answers. A run
 merges into an existing grades.csv of the same lesson (rows of the learners graded now are
 replaced, the others kept); a grades.csv of another lesson or other test cells is BadInput. Every
 file is written to a temporary file and renamed into place once everything is prepared, so an
@@ -64,8 +66,26 @@ def shown(path) -> str:
     return clean(given) if str(given) == str(full) else f"{clean(given)} ({clean(full)})"
 
 
+MAX_WRITTEN = 20_000   # characters of a written answer copied into grades.csv and the feedback page
+WRITTEN_COLUMN = re.compile(r"^(?P<gid>.+) \((?P<points>\d+(?:\.\d+)?) points, written: grade by hand\)$")
+
+
+def written_column(cell) -> str:
+    """The grades.csv column of a written answer (a lessonfile Cell of kind "written")."""
+    return f"{cell.gid} ({cell.points:g} points, written: grade by hand)"
+
+
+def written_note(lesson: Lesson) -> str:
+    """The folder grader's one line about the written answers it does not score."""
+    listed = ", ".join(f"{w.gid} ({w.points:g} points)" for w in lesson.written)
+    return (f"written answers are not scored by this grader: {listed}. Grade them by hand (the learners' text is in "
+            f"grades.csv's 'written: grade by hand' columns and on the feedback pages); score and max_score count the "
+            f"autograded tests only")
+
+
 def header(lesson: Lesson) -> list[str]:
-    return ["student", "lesson", "score", "max_score", *[t.gid for t in lesson.tests], "reasons", "review"]
+    return ["student", "lesson", "score", "max_score", *[t.gid for t in lesson.tests], "reasons", "review",
+            *[written_column(w) for w in lesson.written]]
 
 
 def read_grades(out: Path, lesson: Lesson) -> list[list[str]]:
@@ -115,15 +135,18 @@ def cleaned(result: Result) -> Result:
     return dataclasses.replace(
         result, student=clean_name(result.student), lesson=clean(result.lesson),
         outcomes={gid: dataclasses.replace(o, message=clean(o.message)) for gid, o in result.outcomes.items()},
-        notes=[clean(n) for n in result.notes], review=[clean(r) for r in result.review])
+        notes=[clean(n) for n in result.notes], review=[clean(r) for r in result.review],
+        written={gid: clean(text if len(text) <= MAX_WRITTEN else text[:MAX_WRITTEN] + f" [... cut: {len(text)} characters]")
+                 for gid, text in result.written.items()})
 
 
-def row(result: Result, tests: list[str]) -> list[str]:
+def row(result: Result, tests: list[str], written: list[str] = ()) -> list[str]:
     r = cleaned(result)
     reasons = [f"{gid}: {o.message}" for gid, o in r.outcomes.items() if o.message] + r.notes
     return [r.student, r.lesson, f"{r.score:g}", f"{r.points:g}",
             *[f"{r.outcomes[g].score:g}" if g in r.outcomes else "" for g in tests],
-            " | ".join(reasons), " | ".join(r.review)]
+            " | ".join(reasons), " | ".join(r.review),
+            *[r.written.get(g, "(no answer cell in the submission)") for g in written]]
 
 
 def write_reports(results: list[Result], lesson: Lesson, out: Path) -> None:
@@ -133,10 +156,11 @@ def write_reports(results: list[Result], lesson: Lesson, out: Path) -> None:
     renames come last, grades.csv's the very last, so a failing rename leaves grades.csv as it was."""
     out = Path(out)
     tests = [t.gid for t in lesson.tests]
+    written = [w.gid for w in lesson.written]
     kept = read_grades(out, lesson)
     new = {}
     for r in results:
-        line = row(r, tests)
+        line = row(r, tests, written)
         new[line[0]] = line
     rows = [r for r in kept if r and r[0] not in new] + list(new.values())
     rows.sort(key=lambda r: r[0])

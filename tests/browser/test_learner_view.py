@@ -37,7 +37,7 @@ def exercises(name: str) -> dict[str, list[str]]:
     """{grade_id: names of the functions and classes the exercise's solution cell defines}."""
     nb = nbformat.read(nbgrader_cli.notebook_path(ROOT, "solutions", name), as_version=4)
     return {c.metadata.nbgrader["grade_id"]: re.findall(r"^(?:def|class)\s+(\w+)", c.source, flags=re.M)
-            for c in nb.cells if c.metadata.get("nbgrader", {}).get("solution")}
+            for c in nb.cells if c.cell_type == "code" and c.metadata.get("nbgrader", {}).get("solution")}
 
 
 WITH_EXERCISES = [n for n in LESSONS if exercises(n)]

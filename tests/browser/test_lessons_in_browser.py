@@ -46,7 +46,7 @@ def exercise_names(name: str) -> dict[str, list[str]]:
     found = {}
     for c in committed(name).cells:
         meta = c.metadata.get("nbgrader", {})
-        if meta.get("solution"):
+        if meta.get("solution") and c.cell_type == "code":
             found[meta["grade_id"]] = re.findall(r"^(?:def|class)\s+(\w+)", c.source, flags=re.M)
     return found
 

@@ -138,3 +138,18 @@ def test_course_sh_runs_it_from_the_callers_folder(tmp_path):
                           cwd=tmp_path, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert read(tmp_path / "merged.csv") == [HEADER, *MACHINE1]
+
+
+def test_written_answers_of_the_folder_grader_are_named_as_left_out(tmp_path):
+    """The folder grader's grades.csv has a column per written answer (graded by hand, outside score
+    and max_score): merge keeps it, and lms says that the lesson's written points are not in its totals."""
+    header = [*HEADER, "l01_why_dx (2 points, written: grade by hand)"]
+    m1 = write(tmp_path / "m1.csv", [header, [*MACHINE1[0], "because z"]])
+    m2 = write(tmp_path / "m2.csv", [header, [*MACHINE2[0], "YOUR ANSWER HERE"]])
+    assert run("merge", m1, m2, "--out", tmp_path / "grades.csv").returncode == 0
+    assert read(tmp_path / "grades.csv") == [header, [*MACHINE1[0], "because z"], [*MACHINE2[0], "YOUR ANSWER HERE"]]
+    roster = write(tmp_path / "roster.csv", [ROSTER[0], ROSTER[1], ["cy", "Cy", "Young", "cy@example.org"]])
+    done = run("lms", "--roster", roster, "--out", tmp_path / "moodle.csv", tmp_path / "grades.csv")
+    assert done.returncode == 0, done.stderr
+    assert "01-circuits's written answers (2 points) are not in these scores" in done.stderr and "by hand" in done.stderr
+    assert read(tmp_path / "moodle.csv")[0][4:] == ["01-circuits (10 points)", "Total (10 points)"]

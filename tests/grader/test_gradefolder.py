@@ -329,3 +329,35 @@ def test_regrading_late_learners_through_course_sh_keeps_the_class(setting):
     assert "3 / 5" in (setting / "out" / "feedback" / "zoe" / "99-fixture.html").read_text()
     assert (setting / "out" / "feedback" / "al\\xffce" / "99-fixture.html").is_file()
     assert not [p for p in (setting / "out").rglob("*.tmp")]
+
+
+def test_written_answers_are_copied_for_grading_by_hand_not_scored(tmp_path, monkeypatch, capsys):
+    """A lesson with a written answer (nbgrader's manually graded answer): grades.csv and the summary
+    say it is not scored and must be graded by hand; its column holds each learner's text as written;
+    score and max_score are the autograded points; the feedback page shows the answer."""
+    nb = nbformat.read(FIXTURE, as_version=4)
+    nb.cells.append(nbformat.v4.new_markdown_cell("Because k scales x.", metadata={"nbgrader": {
+        "grade": True, "solution": True, "locked": False, "points": 2, "grade_id": "fx_why", "schema_version": 3}}))
+    source = tmp_path / "lessons" / "99-fixture.ipynb"
+    source.parent.mkdir()
+    nbformat.write(nb, source)
+    (tmp_path / "class").mkdir()
+    answered = nbformat.reads(submission().decode(), as_version=4)
+    answered.cells.append(nbformat.v4.new_markdown_cell("My *own* words,\nover two lines.", metadata={"nbgrader": {
+        "grade": False, "solution": True, "points": 100, "grade_id": "fx_why"}}))    # forged metadata: only the text counts
+    (tmp_path / "class" / "ada.ipynb").write_text(nbformat.writes(answered))
+    (tmp_path / "class" / "bob.ipynb").write_bytes(submission())                 # no written answer cell at all
+    stub_grading(monkeypatch)
+    assert gradefolder.main([str(source), str(tmp_path / "class"), "--out", str(tmp_path / "out")]) == 0
+    out = capsys.readouterr().out
+    assert "ada: 5 / 5" in out and "+ 2 points of written answers to grade by hand" in out
+    assert "written answers are not scored by this grader: fx_why (2 points). Grade them by hand" in out
+    with open(tmp_path / "out" / "grades.csv", newline="", encoding="utf-8") as f:
+        rows = list(csv.reader(f))
+    assert rows[0] == [*HEADER, "fx_why (2 points, written: grade by hand)"]
+    by = {r[0]: dict(zip(rows[0], r)) for r in rows[1:]}
+    assert (by["ada"]["score"], by["ada"]["max_score"]) == ("5", "5"), "the written answer is not in the score"
+    assert by["ada"]["fx_why (2 points, written: grade by hand)"] == "My *own* words,\nover two lines."
+    assert by["bob"]["fx_why (2 points, written: grade by hand)"] == "(no answer cell in the submission)"
+    page = (tmp_path / "out" / "feedback" / "ada" / "99-fixture.html").read_text()
+    assert "Written answers" in page and "My *own* words,\nover two lines." in page and "Graded by hand" in page

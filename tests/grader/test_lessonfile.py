@@ -7,7 +7,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from course_utils.grader.lessonfile import MAX_SUBMISSION_BYTES, learner_version, load_lesson, read_answers
+from course_utils.grader.lessonfile import MAX_SUBMISSION_BYTES, learner_version, load_lesson, read_answers, read_written
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests" / "fixtures" / "99-fixture" / "99-fixture.ipynb"
@@ -83,3 +83,29 @@ def test_a_source_that_is_not_text_is_not_attempted():
     data = {"cells": [{"cell_type": "code", "source": {"x": 1}, "metadata": {"nbgrader": {"grade_id": "a"}}}]}
     answers, notes = read_answers(data, {"a"})
     assert answers == {} and any("not text" in n for n in notes)
+
+
+def markdown(source, **nbgrader):
+    cell = nbformat.v4.new_markdown_cell(source)
+    if nbgrader:
+        cell.metadata["nbgrader"] = nbgrader
+    return cell
+
+
+def test_written_answers_are_read_apart_from_the_code_by_grade_id_and_type(tmp_path):
+    """A written answer (markdown, grade and solution) is no code cell of the lesson: the grader never
+    runs it; its text is read from a markdown cell of its grade id only, and a code answer's text only
+    from a code cell."""
+    source = tmp_path / "lesson.ipynb"
+    nbformat.write(notebook(code("x = 1", grade_id="a", solution=True),
+                            code("assert x", grade_id="a_test", grade=True, points=1),
+                            markdown("Because.", grade_id="why", grade=True, solution=True, points=2)), source)
+    lesson = load_lesson(source)
+    assert [c.kind for c in lesson.cells] == ["answer", "test"]
+    assert [(w.gid, w.points, w.source) for w in lesson.written] == [("why", 2.0, "Because.")]
+    submitted = nbformat.writes(notebook(markdown("x = 2", grade_id="a", solution=True), code("x = 3", grade_id="a", solution=True),
+                                         code("print('run me')", grade_id="why", solution=True), markdown("My words.", grade_id="why")))
+    assert read_answers(submitted, lesson)[0] == {"a": "x = 3"}
+    assert read_written(submitted, lesson) == ({"why": "My words."}, [])
+    answers, notes = read_written(nbformat.writes(notebook(code("x = 3", grade_id="a"))), lesson)
+    assert answers == {} and notes == ["answer cell why is missing from the submission; graded as not attempted"]

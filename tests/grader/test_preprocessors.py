@@ -2,7 +2,10 @@
 
 In a scratch course directory (a copy of solutions/ and nbgrader_config.py): the release made
 from solutions/ equals the committed notebooks/; a solved submission scores full marks with no
-stderr in graded cells; the untouched student notebook scores 0; each wrong answer in tests/mutants/
+stderr in graded cells; the untouched student notebook scores 0; the written answers (markdown cells
+graded by hand) reach the gradebook as the learner wrote them, "needs manual grade" once answered
+and 0 while they hold the stub, with the release's points whatever the submission's metadata says;
+each wrong answer in tests/mutants/
 loses points in its own test cell, and only there, with feedback that names the mistake
 (tests/mutants/LESSON.json; wrong answers to different exercises share a submission).
 """
@@ -60,6 +63,32 @@ def alternate_rounds(alts: list[dict]) -> list[list[dict]]:
 
 pytestmark = pytest.mark.slow
 
+TEXT_STUB = "YOUR ANSWER HERE"   # nbgrader_config.py's ClearSolutions.text_stub
+
+
+def written_ids(name: str) -> list[str]:
+    """The written answers of a lesson: nbgrader's manually graded answers (markdown grade cells)."""
+    return [c.metadata.nbgrader.grade_id for c in nbformat.read(nbgrader_cli.notebook_path(ROOT, "solutions", name), 4).cells
+            if c.cell_type == "markdown" and c.metadata.get("nbgrader", {}).get("solution")]
+
+
+def own_words(grade_id: str) -> str:
+    return f"In my own words, for {grade_id}: the gradient is *what it is*.\n\nA second paragraph."
+
+
+def forge_written(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """A learner's written answers in their own words, in cells whose metadata they forged (100 points,
+    not graded, locked), and one more forged written cell worth 50 points."""
+    nb = nbformat.from_dict(nb)
+    for cell in nb.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if cell.cell_type == "markdown" and meta.get("solution"):
+            cell.source = own_words(meta["grade_id"])
+            meta.update(points=100, grade=False, locked=True, checksum="forged")
+    nb.cells.append(nbformat.v4.new_markdown_cell("a bonus answer", metadata={"nbgrader": {
+        "grade": True, "solution": True, "locked": False, "points": 50, "grade_id": "forged_bonus", "schema_version": 3}}))
+    return nb
+
 
 @pytest.fixture(scope="module")
 def course(tmp_path_factory):
@@ -77,7 +106,8 @@ def course(tmp_path_factory):
 
 def grade_lesson(where, name):
     """Submit the solved and untouched notebooks and the mutant rounds of one lesson, autograde
-    them, generate feedback. Returns (scores, cell scores, feedback, rounds), keyed by student."""
+    them, generate feedback. Returns (scores, cell scores, feedback, rounds, written answers' grades),
+    keyed by student. The first round of second correct answers also forges its written answers."""
     solved = nbgrader_cli.solved(where, name)
     nbgrader_cli.submit(where, "solved", name, solved)
     nbgrader_cli.submit(where, "untouched", name, nbgrader_cli.untouched(where, name))
@@ -92,9 +122,10 @@ def grade_lesson(where, name):
         nb = solved
         for a in group:
             nb = nbgrader_cli.with_answer(nb, a["cell"], a["source"])
-        nbgrader_cli.submit(where, f"alternate{k}", name, nb)
+        nbgrader_cli.submit(where, f"alternate{k}", name, forge_written(nb) if k == 0 else nb)
     nbgrader_cli.autograde(where, name)
-    return (nbgrader_cli.scores(where, name), nbgrader_cli.cell_scores(where, name), nbgrader_cli.feedback(where, name), rounds)
+    return (nbgrader_cli.scores(where, name), nbgrader_cli.cell_scores(where, name), nbgrader_cli.feedback(where, name), rounds,
+            nbgrader_cli.written(where, name))
 
 
 @pytest.fixture(scope="module")
@@ -128,12 +159,38 @@ def test_committed_release_matches_solutions(course, name):
     assert made == committed, f"notebooks/{name} is out of date with solutions/{name}: run `bash course.sh release {name}`"
 
 
+def autograded_cell(course, student, name, grade_id):
+    nb = nbformat.read(course / "autograded" / student / name / f"{name}.ipynb", as_version=4)
+    return next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
+
+
 @pytest.mark.parametrize("name", GRADED)
-def test_solution_scores_full_marks(graded, name):
-    scores, *_ = graded(name)
+def test_solution_scores_full_marks(graded, course, name):
+    """Full autograded points; its written answers (the model answers) wait for the instructor."""
+    scores, *_, written = graded(name)
     score, total = scores["solved"]
     assert total > 0
-    assert score == total, f"the solved notebook of {name} scored {score}/{total}"
+    assert score == total, f"the solved notebook of {name} scored {score}/{total} autograded points"
+    assert written_ids(name), f"{name} has no written answer (a markdown cell graded by hand)"
+    assert written["solved"] == {gid: (0.0, 2.0, True) for gid in written_ids(name)}, \
+        "each written answer of the solution needs a manual grade (its 2 points not given yet)"
+    model = {c.metadata.nbgrader.grade_id: c.source for c in nbgrader_cli.solved(course(name), name).cells
+             if "nbgrader" in c.metadata}
+    for gid in written_ids(name):
+        assert autograded_cell(course(name), "solved", name, gid).source == model[gid] != TEXT_STUB
+
+
+@pytest.mark.parametrize("name", GRADED)
+def test_written_answers_reach_the_gradebook_as_written(graded, course, name):
+    """A learner's own words reach the autograded notebook (what Formgrader shows) and the feedback;
+    forged metadata changes neither the points nor what needs grading, and a forged cell is not graded."""
+    *_, feedback, _, written = graded(name)
+    assert written["alternate0"] == {gid: (0.0, 2.0, True) for gid in written_ids(name)}
+    for gid in written_ids(name):
+        cell = autograded_cell(course(name), "alternate0", name, gid)
+        assert cell.source == own_words(gid)
+        assert cell.metadata.nbgrader["points"] == 2 and cell.metadata.nbgrader["grade"] is True
+    assert "In my own words, for" in feedback["alternate0"] and "a bonus answer" not in feedback["alternate0"]
 
 
 @pytest.mark.parametrize("name", GRADED)
@@ -149,15 +206,19 @@ def test_graded_cells_of_the_solution_write_nothing_to_stderr(graded, course, na
 
 
 @pytest.mark.parametrize("name", GRADED)
-def test_untouched_student_notebook_scores_zero(graded, name):
-    scores, _, feedback, _ = graded(name)
+def test_untouched_student_notebook_scores_zero(graded, course, name):
+    scores, _, feedback, _, written = graded(name)
     assert scores["untouched"][0] == 0
     assert "Exercise not attempted yet" in feedback["untouched"]
+    assert written["untouched"] == {gid: (0.0, 2.0, False) for gid in written_ids(name)}, \
+        "an unanswered written answer scores 0 and needs no manual grade"
+    for gid in written_ids(name):
+        assert autograded_cell(course(name), "untouched", name, gid).source == TEXT_STUB
 
 
 def exercises(name: str) -> set[str]:
     return {c.metadata.nbgrader.grade_id for c in nbformat.read(nbgrader_cli.notebook_path(ROOT, "solutions", name), 4).cells
-            if c.metadata.get("nbgrader", {}).get("solution")}
+            if c.cell_type == "code" and c.metadata.get("nbgrader", {}).get("solution")}
 
 
 @pytest.mark.parametrize("name", GRADED)
@@ -189,7 +250,7 @@ def test_second_correct_solution_scores_full_marks(graded, name):
 def test_wrong_answer_loses_points_and_feedback_names_the_mistake(graded, course, name, mutant):
     if mutant.get("needs") == "memory" and not measures_memory():
         pytest.skip("only the kernel-measured peak memory catches this cheat: grade as root with a memory cgroup")
-    scores, cells, feedback, rounds = graded(name)
+    scores, cells, feedback, rounds, _ = graded(name)
     r = next(i for i, group in enumerate(rounds) if mutant in group)
     student, grade_id, words = f"mutants{r}", mutant["cell"], mutant["feedback"]
     score, total = cells[student][grade_id + "_test"]
