@@ -8,13 +8,24 @@
 #   bash course.sh bench                time every solution notebook and one autograde
 #   bash course.sh grade LESSON FOLDER  grade a folder of submissions in sandboxes: grades.csv + feedback
 #   bash course.sh grades merge|lms ... merge grades.csv from several machines; a Moodle import CSV
+#   bash course.sh hub [--roster CSV] [--instructor NAME] [--port N]   as root: accounts, then JupyterHub for a class
 # COURSE_ROLE=instructor bash course.sh lab   opens the repository with nbgrader's instructor tools
 set -euo pipefail
 CALLER_DIR=$PWD   # `grade` resolves the caller's relative paths here
 cd "$(dirname "$0")"
 ROOT=$PWD
 VENV="$ROOT/.venv"
-PYTHON=${PYTHON:-python3}
+# The Python .venv is made from: $PYTHON when set; else, as root, the system's /usr/bin/python3 when it
+# is 3.10+ and makes venvs, because every account of a class hub (`hub`) runs .venv and a Python in
+# root's home (pyenv's) is not theirs to run; else python3.
+SYSTEM_PYTHON=/usr/bin/python3
+PYTHON_SET=${PYTHON:+1}
+if [ -z "$PYTHON_SET" ]; then
+  PYTHON=python3
+  if [ "$(id -u)" = 0 ] && "$SYSTEM_PYTHON" -c 'import sys, ensurepip; assert sys.version_info >= (3, 10)' 2>/dev/null; then
+    PYTHON=$SYSTEM_PYTHON
+  fi
+fi
 
 say() { printf '[course] %s\n' "$*" >&2; }
 
@@ -33,8 +44,13 @@ ensure_venv() {
   if [ ! -x "$VENV/bin/python" ]; then
     "$PYTHON" -c 'import sys; assert sys.version_info >= (3, 10), sys.version' 2>/dev/null || {
       say "Python 3.10 or newer is needed ($PYTHON is $("$PYTHON" --version 2>&1)); set PYTHON=/path/to/python3.11"; exit 1; }
-    say "creating $VENV"
-    "$PYTHON" -m venv "$VENV"
+    say "creating $VENV with $PYTHON ($("$PYTHON" --version 2>&1))"
+    if ! "$PYTHON" -m venv "$VENV" >/dev/null 2>&1; then
+      rm -rf "$VENV"
+      [ "$PYTHON" = "$SYSTEM_PYTHON" ] && [ -z "$PYTHON_SET" ] && command -v python3 >/dev/null &&
+        { say "$SYSTEM_PYTHON makes no venv (Debian: apt-get install python3-venv): using python3"; PYTHON=python3; PYTHON_SET=1; ensure_venv; return; }
+      say "$PYTHON cannot make a venv (Debian: apt-get install python3-venv), or set PYTHON=/path/to/python3.11"; exit 1
+    fi
   fi
   # Reinstall only when the pins or the package definition changed.
   local want have
@@ -94,6 +110,24 @@ ensure_browser() {
 
 setup() { ensure_dot; ensure_venv; ensure_learner_view; }
 
+# `hub` serves every user as their own Unix account, so it needs root (hub/classroom.py).
+need_root() {
+  [ "$(id -u)" = 0 ] && return 0
+  say "bash course.sh hub creates Unix accounts and runs each user's JupyterLab as that user: run it as root (sudo bash course.sh hub)"
+  exit 1
+}
+
+# The hub's proxy (configurable-http-proxy) is a Node.js program, installed by hub/classroom.py with npm.
+ensure_npm() {
+  command -v npm >/dev/null 2>&1 && return 0
+  if command -v apt-get >/dev/null 2>&1; then
+    say "npm is missing (the hub's proxy needs Node.js): installing the Debian packages nodejs npm"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null
+  else
+    say "npm is missing (the hub's proxy needs Node.js): install nodejs and npm, then run this again"; exit 1
+  fi
+}
+
 cmd=${1:-help}; shift || true
 case "$cmd" in
   setup)   setup ;;
@@ -117,5 +151,6 @@ case "$cmd" in
   bench)   setup; exec python benchmarks/notebook_times.py "$@" ;;
   grade)   setup; cd "$CALLER_DIR"; exec python -m course_utils.grader.gradefolder --course "$ROOT" "$@" ;;
   grades)  setup; cd "$CALLER_DIR"; exec python -m course_utils.grader.classgrades "$@" ;;
-  *)       sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; [ "$cmd" = help ] ;;
+  hub)     need_root; setup; ensure_npm; cd "$CALLER_DIR"; exec python "$ROOT/hub/classroom.py" "$@" ;;
+  *)       sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; [ "$cmd" = help ] ;;
 esac

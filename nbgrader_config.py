@@ -14,7 +14,7 @@ from nbgrader.converters import GenerateAssignment
 
 from course_utils.authoring.assignment import RunAllPastTests
 from course_utils.exercises import STUB
-from course_utils.grader.worker import Limits
+from course_utils.grader.worker import validate_like_grading
 
 c = get_config()  # noqa: F821  (injected by traitlets when nbgrader loads this file)
 
@@ -77,9 +77,7 @@ c.Autograde.autograde_preprocessors = [HardenedExecute, IgnorePattern, ClearMeta
 # Feedback shows each test's outcome, never the hidden tests' code.
 c.GenerateFeedback.preprocessors = [GetGrades, HideTestsInFeedback, CSSHTMLHeaderPreprocessor]
 # `nbgrader validate` and the Validate button run the student's own notebook in a normal kernel.
-c.Execute.timeout = int(Limits().cell_seconds)   # the grader's limit per cell: Validate stops a cell where grading would
-c.Execute.interrupt_on_timeout = True
-c.Execute.allow_errors = True
+validate_like_grading(c)   # the grader's limit per cell: Validate stops a cell where grading would
 # Huge outputs (a print in a loop) are cut, so feedback stays readable.
 c.LimitOutput.max_lines = 200
 c.LimitOutput.max_traceback = 60

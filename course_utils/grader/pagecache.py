@@ -127,7 +127,8 @@ def _why_not() -> str | None:
 def folders() -> tuple[list[Path], list[Path]]:
     """(the Python environment's folders, the system folders) that every sandbox mounts read-only,
     resolved, nested ones dropped: course_utils.grader.sandbox's list, plus the standard library and
-    site-packages wherever they are."""
+    site-packages wherever they are. An environment folder may lie in a system folder (a venv of the
+    system's Python: /usr/lib/python3.11 in /usr); _candidates walks it once, with the environment."""
     from course_utils.grader.sandbox import SYSTEM_DIRS, _kept_paths
     paths = sysconfig.get_paths()
     env = {Path(p).resolve() for p in (sys.prefix, sys.exec_prefix, paths.get("stdlib"), paths.get("platstdlib"),
@@ -182,6 +183,7 @@ def _candidates(pid: int | None, env: list[str], system: list[str]):
     first = mapped_files(pid, env + system) if pid else []
     yield from first
     first = set(first)
+    walked = set(env)   # a system folder may hold the environment (/usr holds a system Python's /usr/lib/python3.11)
     for group in (env, system):
         ranked: list[list[str]] = [[] for _ in range(len(FIRST) + 1)]
         stack = list(group)
@@ -193,7 +195,8 @@ def _candidates(pid: int | None, env: list[str], system: list[str]):
             for e in entries:
                 try:
                     if e.is_dir(follow_symlinks=False):
-                        stack.append(e.path)
+                        if group is env or e.path not in walked:
+                            stack.append(e.path)
                     elif e.is_file(follow_symlinks=False) and e.path not in first:
                         rank = next((i for i, s in enumerate(FIRST) if e.name.endswith(s) or s + "." in e.name), len(FIRST))
                         ranked[rank].append(e.path)

@@ -88,11 +88,13 @@ def flags(source: str, lesson_names: set[str] = frozenset(), own_names: set[str]
         return ["the answer is not text"]
     if len(source) > MAX_SOURCE:
         return [f"the answer is over {MAX_SOURCE:,} characters long"]
+    if "\0" in source:
+        return []  # a null byte: the cell fails when it runs (SyntaxError; ValueError before Python 3.11.4)
     try:
         return _flags(ast.parse(source), lesson_names, own_names)
     except SyntaxError:
         return []  # the grader already reports it: the cell fails when it runs
-    except (ValueError, RecursionError, MemoryError):  # null bytes, absurdly deep nesting
+    except (ValueError, RecursionError, MemoryError):  # absurdly deep nesting, or what else ast refuses
         return ["the answer could not be read by the review"]
 
 

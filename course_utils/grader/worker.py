@@ -66,6 +66,15 @@ class Limits:
                 raise ValueError(f"Limits.{name} must be a positive number, got {value!r}")
 
 
+def validate_like_grading(c) -> None:
+    """Set nbgrader's Validate (the button, `nbgrader validate`) on config c as grading runs: the learner's
+    own notebook in a normal kernel, stopped at the grader's limit per cell, going on past errors so
+    every failing cell is listed. nbgrader_config.py and the hub's shared config (hub/classroom.py) call it."""
+    c.Execute.timeout = int(Limits().cell_seconds)
+    c.Execute.interrupt_on_timeout = True
+    c.Execute.allow_errors = True
+
+
 def check_sandbox(limits: Limits) -> str | None:
     """What the grader should warn about here (None: the full sandbox). Raises SandboxUnavailable
     where a learner's worker would get no namespaces and limits.sandbox is "required": grading

@@ -32,7 +32,19 @@ def test_the_pinned_folders_are_what_every_sandbox_reads():
     for path in (Path(sys.prefix), Path(pagecache.__file__).parent, Path(os.__file__).parent):
         assert any(path.resolve().is_relative_to(d) for d in env), path
     assert any(Path("/usr/lib").resolve().is_relative_to(d) for d in env + system)
-    assert not any(e.is_relative_to(s) or s.is_relative_to(e) for e in env for s in system)
+    assert not any(s.is_relative_to(e) for e in env for s in system)
+
+
+def test_a_system_folder_holding_the_environment_is_walked_once(tmp_path):
+    """A venv of the system's Python: its standard library (an environment folder) lies in /usr (a
+    system folder). Every file is a candidate once, the environment's first."""
+    std, other = tmp_path / "usr" / "lib" / "python3.11", tmp_path / "usr" / "bin"
+    for folder, names in ((std, ["os.py", "_ssl.so"]), (other, ["dot"])):
+        folder.mkdir(parents=True)
+        for name in names:
+            (folder / name).write_text(name)
+    got = list(pagecache._candidates(None, [str(std)], [str(tmp_path / "usr")]))
+    assert got == [str(std / "_ssl.so"), str(std / "os.py"), str(other / "dot")]
 
 
 def cached_pages(path: str) -> tuple[int, int]:

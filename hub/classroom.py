@@ -1,0 +1,397 @@
+"""A class on JupyterHub: `bash course.sh hub` runs this as root to set the class up, then start the hub.
+
+    bash course.sh hub [--roster students.csv] [--instructor NAME] [--port 8000] [--ip ADDRESS]
+
+What it does, each step idempotent (run it again after editing the roster):
+- Unix accounts: the instructor (a JupyterHub admin) and one learner per roster row (nbgrader's
+  student list, id,first_name,last_name,email: the roster `bash course.sh grades lms` reads). A new
+  account gets a generated password, printed once and kept in STATE/passwords.csv (root only);
+  an existing account keeps its password. Every home is mode 700: learners work there (nbgrader
+  fetches into it), apart from the instructor's files, and cannot read each other's.
+- The instructor's course: ~INSTRUCTOR/course (mode 700), a copy of the repository's solutions/ and
+  nbgrader_config.py, the roster imported into its gradebook (`nbgrader db student import`);
+  ~INSTRUCTOR/.jupyter/nbgrader_config.py loads that configuration, so the instructor's nbgrader
+  and Formgrader work on the course from any folder.
+- nbgrader's exchange: STATE/exchange, named in STATE/jupyter/nbgrader_config.py, the config folder
+  every single-user server gets in JUPYTER_CONFIG_PATH (user_environment). A submission there is
+  readable by its learner and the instructor only (course_utils.hubexchange; the instructor joins
+  each learner's own group).
+- The instructor's sources in the repository (SOURCES) lose their permissions for other users.
+- configurable-http-proxy (CHP_VERSION) from npm, into STATE/proxy.
+Then `jupyterhub -f hub/jupyterhub_config.py` replaces this process (Ctrl-C stops the hub and every
+single-user server). STATE is $HUB_STATE, else hub/state in the repository.
+"""
+
+import argparse
+import functools
+import grp
+import json
+import os
+import pwd
+import re
+import secrets
+import shutil
+import subprocess
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_STATE = ROOT / "hub" / "state"
+DEFAULT_ROSTER = ROOT / "hub" / "roster.example.csv"
+DEFAULT_INSTRUCTOR = "instructor"
+DEFAULT_PORT = 8000
+CHP_VERSION = "5.3.0"   # configurable-http-proxy, from npm
+# What `COURSE_ROLE=instructor bash course.sh lab` puts first in JUPYTER_CONFIG_PATH: nbgrader's
+# instructor tools, which the environment disables for everyone else (course.sh, ensure_learner_view).
+INSTRUCTOR_CONFIG = Path(sys.prefix) / "etc" / "jupyter-instructor"
+# The instructor's sources in the repository (the lessons' solutions, the tests' wrong and second
+# answers, the history holding both, screenshots of solved notebooks): closed to other users.
+SOURCES = ("solutions", "tests", ".git", "build")
+ACCOUNT_NAME = re.compile(r"[a-z_][a-z0-9_-]{0,31}")
+FIRST_HUMAN_UID = 1000   # useradd's UID_MIN on Debian: lower uids are system accounts, never reused
+
+
+def say(text: str) -> None:
+    print(f"[hub] {text}", flush=True)
+
+
+class BadInput(Exception):
+    """A one-line reason the class cannot be set up as asked."""
+
+
+@dataclass
+class Accounts:
+    """Who may log in: the instructor (admin) and the learners. Kept in STATE/accounts.json."""
+
+    instructor: str
+    learners: list[str]
+
+    @staticmethod
+    def read(state: Path) -> "Accounts":
+        return Accounts(**json.loads((state / "accounts.json").read_text()))
+
+    def write(self, state: Path) -> None:
+        write_private(state / "accounts.json", json.dumps(asdict(self), indent=1) + "\n")
+
+
+def state_dir() -> Path:
+    """The hub's state folder: $HUB_STATE, else hub/state in the repository."""
+    return Path(os.environ.get("HUB_STATE") or DEFAULT_STATE).absolute()
+
+
+def exchange_dir(state: Path) -> Path:
+    return state / "exchange"
+
+
+def shared_config_dir(state: Path) -> Path:
+    """The Jupyter config folder every user's server and nbgrader read (its nbgrader_config.py names the exchange)."""
+    return state / "jupyter"
+
+
+@functools.cache
+def course_id() -> str:
+    """The course id of the repository's nbgrader_config.py (the exchange's folder for this course)."""
+    from traitlets.config.loader import PyFileConfigLoader
+    return PyFileConfigLoader("nbgrader_config.py", path=str(ROOT)).load_config().CourseDirectory.course_id
+
+
+def course_dir(instructor: str) -> Path:
+    """The instructor's nbgrader course directory: ~INSTRUCTOR/course."""
+    return Path(pwd.getpwnam(instructor).pw_dir) / "course"
+
+
+def user_environment(state: Path, accounts: Accounts, name: str) -> dict[str, str]:
+    """What a user's single-user server (and nbgrader run as that user) gets in its environment:
+    the shared config folder, and for the instructor the instructor tools' config first."""
+    paths = [shared_config_dir(state)]
+    if name == accounts.instructor:
+        paths.insert(0, INSTRUCTOR_CONFIG)
+    # sbin too: the grader's sandbox needs util-linux's pivot_root, which Debian keeps in /usr/sbin.
+    return {"JUPYTER_CONFIG_PATH": os.pathsep.join(str(p) for p in paths),
+            "PATH": f"{Path(sys.prefix) / 'bin'}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+
+
+def as_user(name: str, command: list[str], cwd: Path, env: dict[str, str], **kwargs) -> subprocess.CompletedProcess:
+    """Run command as the Unix user `name` (runuser), in cwd, with env added to a clean environment."""
+    home = pwd.getpwnam(name).pw_dir
+    full = {"HOME": home, "USER": name, "LOGNAME": name, "LANG": "C.UTF-8", **env}
+    return subprocess.run(["runuser", "-u", name, "--", "env", "-i", *[f"{k}={v}" for k, v in full.items()], *command],
+                          cwd=cwd, text=True, capture_output=True, **kwargs)
+
+
+def write_private(path: Path, text: str, mode: int = 0o600) -> None:
+    """Write text to path, created with `mode` from the start (never readable by others in between)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    os.chmod(path, mode)
+
+
+# --- the set-up, step by step ---------------------------------------------------------------------
+
+def read_learners(roster: Path, instructor: str) -> list[str]:
+    """The learners' account names, from the roster's id column; BadInput for a name that cannot be
+    an account of its own (not a valid name, the instructor, a system account)."""
+    from course_utils.grader.classgrades import BadInput as RosterError, read_roster
+    try:
+        ids = [row["id"] for row in read_roster(roster)]
+    except RosterError as e:
+        raise BadInput(str(e)) from None
+    for name in [instructor, *ids]:
+        if not ACCOUNT_NAME.fullmatch(name):
+            raise BadInput(f"{name[:40]!r} cannot be a Unix account name (lower-case letters, digits, _ and -, "
+                           f"starting with a letter or _, at most 32)")
+        try:
+            uid = pwd.getpwnam(name).pw_uid
+        except KeyError:
+            continue
+        if uid < FIRST_HUMAN_UID:
+            raise BadInput(f"{name!r} is a system account (uid {uid}): choose another name")
+    if instructor in ids:
+        raise BadInput(f"the instructor {instructor!r} is also in the roster")
+    for name in [instructor, *ids]:
+        check_own_group(name, instructor)
+    return ids
+
+
+def check_own_group(name: str, instructor: str) -> None:
+    """A submission is readable by its learner's and the instructor's primary groups (join_groups,
+    course_utils.hubexchange): BadInput when an existing account shares its primary group with anyone
+    but the instructor."""
+    try:
+        gid = pwd.getpwnam(name).pw_gid
+    except KeyError:
+        return   # useradd --user-group makes it a group of its own
+    others = {u.pw_name for u in pwd.getpwall() if u.pw_gid == gid} | set(grp.getgrgid(gid).gr_mem)
+    others -= {name, instructor}
+    if others:
+        raise BadInput(f"{name}'s group {grp.getgrgid(gid).gr_name!r} has other members "
+                       f"({', '.join(sorted(others))[:100]}): they could read {name}'s submissions")
+
+
+def make_state(state: Path) -> None:
+    """The state folder: root's, searchable by all (learners reach the exchange inside), listable by none."""
+    state.mkdir(parents=True, exist_ok=True)
+    os.chown(state, 0, 0)
+    state.chmod(0o711)
+    for parent in state.parents:
+        if not parent.stat().st_mode & 0o001:
+            raise BadInput(f"learners cannot reach the exchange in {state}: {parent} is not searchable by others "
+                           f"(choose another HUB_STATE)")
+
+
+def make_accounts(state: Path, names: list[str]) -> dict[str, str]:
+    """Create the accounts that do not exist, each with a generated password; {name: password} of
+    the new ones, each kept in STATE/passwords.csv (root only) as soon as it is set. Every home
+    becomes mode 700."""
+    new = {}
+    passwords = state / "passwords.csv"
+    for name in names:
+        try:
+            pwd.getpwnam(name)
+        except KeyError:
+            made = subprocess.run(["useradd", "--create-home", "--shell", "/bin/bash", "--user-group", name],
+                                  capture_output=True, text=True)
+            if made.returncode != 0:
+                raise BadInput(f"useradd could not make the account {name}: {made.stderr.strip()[:200]}")
+            new[name] = secrets.token_urlsafe(12)
+            subprocess.run(["chpasswd"], input=f"{name}:{new[name]}\n", text=True, check=True)
+            old = passwords.read_text() if passwords.exists() else "account,password\n"
+            write_private(passwords, old + f"{name},{new[name]}\n")
+        os.chmod(pwd.getpwnam(name).pw_dir, 0o700)
+    return new
+
+
+def join_groups(accounts: Accounts) -> None:
+    """The instructor joins each learner's primary group (a group of that learner alone): nbgrader
+    collect reads a submission through it (course_utils.hubexchange); homes stay 700, so it opens
+    nothing else of the learner's."""
+    groups = [grp.getgrgid(pwd.getpwnam(name).pw_gid).gr_name for name in accounts.learners]
+    if groups:
+        subprocess.run(["usermod", "--append", "--groups", ",".join(groups), accounts.instructor], check=True)
+
+
+def check_environment() -> None:
+    """Every user's JupyterLab, kernels and nbgrader run this environment's Python: BadInput, with the
+    fix, when another user (tried as nobody) cannot (a Python installed in root's home, as pyenv does)."""
+    name = "nobody"
+    python = Path(sys.prefix) / "bin" / "python"
+    done = as_user(name, [str(python), "-c", "import course_utils, nbgrader, jupyterhub"], Path("/"),
+                   {"PATH": f"{python.parent}:/usr/bin:/bin"})
+    if done.returncode != 0:
+        closed = next((str(p) for p in Path(os.path.realpath(python)).parents if not p.stat().st_mode & 0o001), None)
+        raise BadInput(f"other users cannot run this environment's Python ({os.path.realpath(python)}"
+                       f"{f': {closed} is closed to other users' if closed else ''}): make .venv from a Python every user "
+                       f"can run, e.g. rm -rf .venv && PYTHON=/usr/bin/python3 bash course.sh setup")
+
+
+def close_sources() -> list[Path]:
+    """Take other users' permissions off the repository's SOURCES; the ones changed."""
+    changed = []
+    for name in SOURCES:
+        path = ROOT / name
+        if path.exists() and path.stat().st_mode & 0o007:
+            path.chmod(path.stat().st_mode & ~0o007)
+            changed.append(path)
+    return changed
+
+
+def make_exchange(state: Path, instructor: str, course: str) -> None:
+    """The exchange (1777, as nbgrader wants it, sticky), and in it the course's folder, made now and
+    owned by the instructor so that no learner can make it first and own the course's outbound."""
+    exchange = exchange_dir(state)
+    exchange.mkdir(exist_ok=True)
+    exchange.chmod(0o1777)
+    folder = exchange / course
+    folder.mkdir(exist_ok=True)
+    user = pwd.getpwnam(instructor)
+    os.chown(folder, user.pw_uid, user.pw_gid)
+    folder.chmod(0o755)
+
+
+def write_shared_config(state: Path, course: str) -> None:
+    """STATE/jupyter, every user's first config folder but the instructor's (user_environment):
+    nbgrader_config.py names the exchange and the course and sets Validate as grading runs; labconfig/page_config.json gives back
+    nbgrader's menu, which the environment's learner view hides (course.sh, ensure_learner_view):
+    on the hub learners need its Assignment List to fetch and submit, and the menu shows only that,
+    the instructor tools' commands being off (they stay so)."""
+    exchange = exchange_dir(state)
+    config = shared_config_dir(state)
+    config.mkdir(exist_ok=True)
+    config.chmod(0o755)
+    write_private(config / "nbgrader_config.py", (
+        '"""Made by `bash course.sh hub` (hub/classroom.py): read by every hub user\'s nbgrader."""\n'
+        "c = get_config()  # noqa: F821\n"
+        f"c.Exchange.root = {str(exchange)!r}\n"
+        f"c.CourseDirectory.course_id = {course!r}\n"
+        "# a submission readable by its learner and the instructor only, not by every user\n"
+        'c.ExchangeFactory.submit = "course_utils.hubexchange.PrivateSubmit"\n'
+        "# Validate runs as grading does (the grader's limit per cell), as in the course's nbgrader_config.py\n"
+        "from course_utils.grader.worker import validate_like_grading\n"
+        "validate_like_grading(c)\n"), mode=0o644)
+    (config / "labconfig").mkdir(exist_ok=True)
+    (config / "labconfig").chmod(0o755)
+    menu = {"@jupyter/nbgrader:menu": False}
+    write_private(config / "labconfig" / "page_config.json",
+                  json.dumps({"disabledExtensions": menu, "lockedExtensions": menu}) + "\n", mode=0o644)
+
+
+def make_course(state: Path, accounts: Accounts, roster: Path) -> Path:
+    """~INSTRUCTOR/course: solutions/ and nbgrader_config.py copied once (the instructor's edits are
+    kept on later runs), owned by the instructor, mode 700; the roster imported into its gradebook."""
+    course = course_dir(accounts.instructor)
+    user = pwd.getpwnam(accounts.instructor)
+    course.mkdir(mode=0o700, exist_ok=True)
+    if not (course / "solutions").exists():
+        shutil.copytree(ROOT / "solutions", course / "solutions", ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
+    if not (course / "nbgrader_config.py").exists():
+        shutil.copy(ROOT / "nbgrader_config.py", course)
+    shutil.copy(roster, course / "roster.csv")
+    # nbgrader run by the instructor anywhere, Formgrader included (it reads the config of its
+    # server's working folder, the home), works on this course with the course's configuration.
+    jupyter = Path(user.pw_dir) / ".jupyter"
+    jupyter.mkdir(exist_ok=True)
+    write_private(jupyter / "nbgrader_config.py", (
+        '"""Made by `bash course.sh hub` (hub/classroom.py): this account\'s nbgrader works on its course."""\n'
+        f"load_subconfig({str(course / 'nbgrader_config.py')!r})  # noqa: F821\n"), mode=0o644)
+    for path in [course, *course.rglob("*"), jupyter, jupyter / "nbgrader_config.py"]:
+        os.chown(path, user.pw_uid, user.pw_gid, follow_symlinks=False)
+    course.chmod(0o700)
+    done = as_user(accounts.instructor, ["nbgrader", "db", "student", "import", "roster.csv"], course,
+                   user_environment(state, accounts, accounts.instructor))
+    if done.returncode != 0:
+        raise BadInput(f"nbgrader could not import the roster into {course}/gradebook.db: "
+                       f"{(done.stderr.strip().splitlines() or ['no output'])[-1]}")
+    return course
+
+
+def install_proxy(state: Path) -> Path:
+    """configurable-http-proxy CHP_VERSION, installed with npm into STATE/proxy (never globally)."""
+    prefix = state / "proxy"
+    exe = prefix / "node_modules" / ".bin" / "configurable-http-proxy"
+    installed = prefix / "node_modules" / "configurable-http-proxy" / "package.json"
+    if not (exe.exists() and installed.exists() and json.loads(installed.read_text())["version"] == CHP_VERSION):
+        say(f"installing configurable-http-proxy {CHP_VERSION} from npm into {prefix}")
+        done = subprocess.run(["npm", "install", "--prefix", str(prefix), "--no-audit", "--no-fund", "--omit=dev",
+                               f"configurable-http-proxy@{CHP_VERSION}"], capture_output=True, text=True)
+        if done.returncode != 0:
+            raise BadInput(f"npm could not install configurable-http-proxy {CHP_VERSION}: "
+                           f"{(done.stderr.strip().splitlines() or ['no output'])[-1]}")
+    return exe
+
+
+def make_secrets(state: Path) -> None:
+    """The secret the hub and its proxy share, STATE/proxy_token, and the hub's database (tokens,
+    sessions), made empty for JupyterHub to fill: both root only."""
+    if not (state / "proxy_token").exists():
+        write_private(state / "proxy_token", secrets.token_hex(32) + "\n")
+    database = state / "jupyterhub.sqlite"
+    if not database.exists():
+        write_private(database, "")
+    database.chmod(0o600)
+
+
+# --- the command ----------------------------------------------------------------------------------
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, like every other bad input
+        raise BadInput(message)
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    p = _Parser(prog="bash course.sh hub", description="Set up the class's accounts and start JupyterHub.")
+    p.add_argument("--roster", type=Path, default=Path(os.environ.get("HUB_ROSTER") or DEFAULT_ROSTER),
+                   help="learners, in nbgrader's student list format id,first_name,last_name,email "
+                        "($HUB_ROSTER; default: hub/roster.example.csv)")
+    p.add_argument("--instructor", default=os.environ.get("HUB_INSTRUCTOR") or DEFAULT_INSTRUCTOR,
+                   help="the instructor's account name ($HUB_INSTRUCTOR; default: instructor)")
+    p.add_argument("--port", type=int, default=os.environ.get("HUB_PORT") or str(DEFAULT_PORT),  # argparse converts it
+                   help="the port the hub listens on ($HUB_PORT; default: 8000)")
+    p.add_argument("--ip", default=os.environ.get("HUB_IP", ""),
+                   help="the address the hub listens on ($HUB_IP; default: all)")
+    args = p.parse_args(argv)
+    if not 0 < args.port < 65536:
+        raise BadInput(f"--port {args.port} is not a port number")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(sys.argv[1:] if argv is None else argv)
+    if os.geteuid() != 0:
+        raise BadInput("the hub creates Unix accounts and serves every user as themselves: run it as root")
+    for tool in ("useradd", "usermod", "chpasswd", "runuser", "npm"):
+        if shutil.which(tool) is None:
+            raise BadInput(f"{tool} is missing (Debian: apt-get install {'nodejs npm' if tool == 'npm' else 'passwd util-linux'})")
+    state = state_dir()
+    learners = read_learners(args.roster, args.instructor)      # every check before any change
+    check_environment()
+    make_state(state)
+    say(f"state folder: {state} (HUB_STATE): jupyterhub.sqlite, secrets, passwords.csv, exchange/, proxy/")
+    accounts = Accounts(args.instructor, learners)
+    for name, password in make_accounts(state, [accounts.instructor, *learners]).items():
+        say(f"new account {name}, password {password} (shown once; kept in {state / 'passwords.csv'}, root only)")
+    join_groups(accounts)
+    for path in close_sources():
+        say(f"closed {path} to other users (chmod o-rwx): learners must not read the instructor's sources")
+    make_exchange(state, accounts.instructor, course_id())
+    write_shared_config(state, course_id())
+    course = make_course(state, accounts, args.roster)
+    install_proxy(state)
+    make_secrets(state)
+    accounts.write(state)
+    say(f"instructor (JupyterHub admin): {accounts.instructor}, course directory {course}")
+    say(f"learners: {', '.join(learners) or 'none'} (from {args.roster})")
+    say(f"starting JupyterHub on http://{args.ip or '0.0.0.0'}:{args.port}/ (Ctrl-C stops it and every server)")
+    os.chdir(state)   # JupyterHub and its proxy write their pid files and logs where they start
+    env = {**os.environ, "HUB_STATE": str(state), "HUB_PORT": str(args.port), "HUB_IP": args.ip}
+    jupyterhub = str(Path(sys.prefix) / "bin" / "jupyterhub")
+    os.execve(jupyterhub, [jupyterhub, "-f", str(ROOT / "hub" / "jupyterhub_config.py")], env)
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except BadInput as e:
+        print(f"[hub] {e}", file=sys.stderr, flush=True)
+        sys.exit(2)

@@ -1,0 +1,64 @@
+"""JupyterHub for a class of the course: `bash course.sh hub` starts it (hub/classroom.py sets the class up).
+
+- PAM logins of real Unix accounts (the system's own passwords), LocalProcessSpawner: each user's
+  JupyterLab runs as that user, from this environment, in their home (the instructor's: their
+  nbgrader course directory).
+- Who may log in: STATE/accounts.json (the instructor, an admin, and the roster's learners).
+- Every server gets classroom.user_environment: the shared config folder whose nbgrader_config.py
+  names the exchange, and for the instructor nbgrader's instructor tools (Formgrader); learners get
+  the environment's learner view.
+- State (database, cookie secret, proxy token, pid files) in STATE ($HUB_STATE); the port is $HUB_PORT.
+"""
+
+import os
+import socket
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import classroom  # noqa: E402
+
+c = get_config()  # noqa: F821  (injected by traitlets when JupyterHub loads this file)
+
+state = classroom.state_dir()
+accounts = classroom.Accounts.read(state)
+
+
+def free_local_port() -> int:
+    """A free port of 127.0.0.1 for the hub's own API and the proxy's: two hubs on one machine never clash."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+c.JupyterHub.bind_url = f"http://{os.environ.get('HUB_IP', '')}:{os.environ.get('HUB_PORT') or classroom.DEFAULT_PORT}"
+c.JupyterHub.hub_bind_url = f"http://127.0.0.1:{free_local_port()}"
+c.JupyterHub.db_url = f"sqlite:///{state / 'jupyterhub.sqlite'}"
+c.JupyterHub.cookie_secret_file = str(state / "jupyterhub_cookie_secret")
+c.JupyterHub.pid_file = str(state / "jupyterhub.pid")
+c.JupyterHub.cleanup_servers = True   # stopping the hub stops every single-user server
+
+c.ConfigurableHTTPProxy.command = [str(state / "proxy" / "node_modules" / ".bin" / "configurable-http-proxy")]
+c.ConfigurableHTTPProxy.api_url = f"http://127.0.0.1:{free_local_port()}"
+c.ConfigurableHTTPProxy.pid_file = str(state / "jupyterhub-proxy.pid")
+c.ConfigurableHTTPProxy.auth_token = (state / "proxy_token").read_text().strip()
+
+c.JupyterHub.authenticator_class = "pam"
+c.PAMAuthenticator.open_sessions = False   # no login session (systemd-logind) per server: containers have none
+c.Authenticator.admin_users = {accounts.instructor}
+c.Authenticator.allowed_users = {accounts.instructor, *accounts.learners}
+
+c.JupyterHub.spawner_class = "localprocess"
+c.Spawner.cmd = [os.path.join(sys.prefix, "bin", "jupyterhub-singleuser")]
+c.Spawner.default_url = "/lab"
+c.Spawner.start_timeout = 120
+c.Spawner.http_timeout = 120
+
+
+def per_user(spawner) -> None:
+    """The user's environment (classroom.user_environment) and folder: the instructor starts in the course."""
+    name = spawner.user.name
+    spawner.environment = {**spawner.environment, **classroom.user_environment(state, accounts, name)}
+    spawner.notebook_dir = str(classroom.course_dir(name)) if name == accounts.instructor else "~"
+
+
+c.Spawner.pre_spawn_hook = per_user

@@ -1,0 +1,384 @@
+"""A class on JupyterHub, end to end: `bash course.sh hub` with one instructor and three learners.
+
+One hub for the module, started the way an instructor starts it (course.sh hub, as root, a roster
+of three learners with unique account names, a free port of 127.0.0.1, a state folder of its own);
+then the class, as its members do it:
+- the instructor (their Unix account, their course directory, nbgrader's command line):
+  generate_assignment and release_assignment of LESSON; later collect, autograde (the course's
+  hardened grader, in its "userns" sandbox), generate_feedback, release_feedback;
+- each learner, through their own single-user server started with JupyterHub's REST API and their
+  own token: fetch (nbgrader's /assignments/fetch, what JupyterLab's Assignments panel calls),
+  save the notebook (Jupyter's contents API), submit (/assignments/submit), fetch the feedback.
+  Learner 1 submits the solved notebook, learner 2 the untouched one, learner 3 one wrong answer.
+The instructor's server has Formgrader, on their course; a learner's has none.
+The browser test logs in as learner 1 through the hub's login form: the lesson in the file browser,
+nbgrader's Assignment List (and no instructor tool) in its menu, Validate in the notebook's toolbar.
+Teardown stops the hub (and with it every single-user server) and removes the accounts (userdel -r).
+"""
+
+import json
+import os
+import pwd
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from course_utils.authoring.nbgrader_cli import replace_solution, solved, with_answer
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "hub"))
+sys.path.insert(0, str(ROOT / "tests" / "browser"))
+import classroom  # noqa: E402
+from browser_lab import CHROMIUM_FLAGS, SHOTS, VIEWPORT, find_chromium, free_port  # noqa: E402
+
+pytestmark = [pytest.mark.slow, pytest.mark.hub]
+LESSON = "01-circuits"
+START_S = 300   # course.sh hub: the set-up (already done: seconds), accounts, npm, the hub's start
+
+
+def why_not() -> str | None:
+    """Why the hub cannot run here (one line), or None."""
+    if os.geteuid() != 0:
+        return "the hub test needs root: it creates Unix accounts (bash course.sh hub runs as root)"
+    for tool in ("npm", "useradd", "userdel", "runuser"):
+        if shutil.which(tool) is None:
+            return f"the hub test needs {tool} (Debian: apt-get install {'nodejs npm' if tool == 'npm' else 'passwd util-linux'})"
+    probe = subprocess.run(["runuser", "-u", "nobody", "--", sys.executable, "-c", "import course_utils"],
+                           cwd="/", capture_output=True, text=True)
+    if probe.returncode != 0:
+        return (f"other users cannot run this environment's Python ({os.path.realpath(sys.executable)}), so "
+                f"bash course.sh hub refuses to start: make .venv with PYTHON=/usr/bin/python3")
+    return None
+
+
+@dataclass
+class Hub:
+    """The running hub: its URL, state folder, accounts and log; requests as a user, with their token."""
+
+    url: str
+    state: Path
+    accounts: classroom.Accounts
+    log: Path
+    tokens: dict = field(default_factory=dict)
+
+    def token(self, name: str) -> str:
+        """An API token of `name`, made as an administrator makes one (`jupyterhub token NAME`)."""
+        if name not in self.tokens:
+            made = subprocess.run([str(Path(sys.prefix) / "bin" / "jupyterhub"), "token", name,
+                                   "-f", str(ROOT / "hub" / "jupyterhub_config.py")],
+                                  cwd=self.state, env={**os.environ, "HUB_STATE": str(self.state)},
+                                  capture_output=True, text=True, timeout=120)
+            assert made.returncode == 0, made.stderr[-2000:]
+            self.tokens[name] = made.stdout.strip().splitlines()[-1]
+        return self.tokens[name]
+
+    def request(self, name: str, method: str, path: str, data: dict | None = None, form: bool = False,
+                timeout: float = 300) -> tuple[int, object]:
+        """`method` url+path as user `name` (their token): (status, the JSON answer or the text)."""
+        body, headers = None, {"Authorization": f"token {self.token(name)}"}
+        if data is not None and form:
+            body, headers["Content-Type"] = urllib.parse.urlencode(data).encode(), "application/x-www-form-urlencoded"
+        elif data is not None:
+            body, headers["Content-Type"] = json.dumps(data).encode(), "application/json"
+        req = urllib.request.Request(self.url + path, data=body, method=method, headers=headers)
+        try:
+            with urllib.request.urlopen(req, timeout=timeout) as r:
+                status, text = r.status, r.read().decode()
+        except urllib.error.HTTPError as e:
+            status, text = e.code, e.read().decode(errors="replace")
+        try:
+            return status, json.loads(text)
+        except ValueError:
+            return status, text
+
+    def start_server(self, name: str) -> None:
+        status, answer = self.request(name, "POST", f"/hub/api/users/{name}/server")
+        assert status in (201, 202, 400), (status, answer)   # 400: already running
+
+    def wait_for_server(self, name: str, timeout: float = 180) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            status, user = self.request(name, "GET", f"/hub/api/users/{name}")
+            if status == 200 and (user.get("servers", {}).get("") or {}).get("ready"):
+                return
+            time.sleep(1)
+        raise AssertionError(f"{name}'s server did not start in {timeout} s:\n{self.log_tail()}")
+
+    def assignments(self, name: str, action: str) -> dict:
+        """POST /user/NAME/assignments/ACTION (fetch, submit, fetch_feedback) of LESSON, as the Assignments panel does."""
+        status, answer = self.request(name, "POST", f"/user/{name}/assignments/{action}",
+                                      {"course_id": classroom.course_id(), "assignment_id": LESSON}, form=True)
+        assert status == 200 and isinstance(answer, dict) and answer.get("success"), (action, status, answer)
+        return answer
+
+    def instructor(self, *args: str) -> str:
+        """`nbgrader ARGS` as the instructor, in their course directory, with their server's environment."""
+        name = self.accounts.instructor
+        done = classroom.as_user(name, ["nbgrader", *args], classroom.course_dir(name),
+                                 classroom.user_environment(self.state, self.accounts, name), timeout=600)
+        assert done.returncode == 0, f"nbgrader {' '.join(args)} as {name}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+        return done.stdout + done.stderr
+
+    def log_tail(self, n: int = 40) -> str:
+        return "\n".join(self.log.read_text(errors="replace").splitlines()[-n:])
+
+
+def stop(proc: subprocess.Popen) -> None:
+    """Stop the hub as Ctrl-C does (it stops the proxy and every single-user server), then whatever is left of its group."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+
+
+def remove_account(name: str) -> None:
+    """End the processes the test made run as `name` (by id), then userdel -r."""
+    try:
+        uid = pwd.getpwnam(name).pw_uid
+    except KeyError:
+        return
+    left = subprocess.run(["pgrep", "-u", str(uid)], capture_output=True, text=True).stdout.split()
+    for pid in left:
+        try:
+            os.kill(int(pid), signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    time.sleep(0.5 if left else 0)
+    subprocess.run(["userdel", "-r", name], capture_output=True)
+
+
+@pytest.fixture(scope="module")
+def hub():
+    reason = why_not()
+    if reason:
+        pytest.skip(reason)
+    prefix = "bbt" + secrets.token_hex(3)
+    accounts = classroom.Accounts(f"{prefix}i", [f"{prefix}a", f"{prefix}b", f"{prefix}c"])
+    tmp = Path(tempfile.mkdtemp(prefix="bbt-hub-"))
+    tmp.chmod(0o711)   # learners reach the exchange in tmp/state; nothing here is listable
+    roster = tmp / "roster.csv"
+    roster.write_text("id,first_name,last_name,email\n" +
+                      "".join(f"{n},Learner,{n[-1].upper()},{n}@example.org\n" for n in accounts.learners))
+    # course.sh hub closes the repository's sources to other users; the checkout is left as it was
+    modes = {ROOT / n: (ROOT / n).stat().st_mode for n in classroom.SOURCES if (ROOT / n).exists()}
+    port, log = free_port(), tmp / "hub.log"
+    with open(log, "w") as out:
+        proc = subprocess.Popen(["bash", str(ROOT / "course.sh"), "hub", "--roster", str(roster),
+                                 "--instructor", accounts.instructor, "--port", str(port), "--ip", "127.0.0.1"],
+                                env={**os.environ, "HUB_STATE": str(tmp / "state")}, stdout=out,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+    made = Hub(f"http://127.0.0.1:{port}", tmp / "state", accounts, log)
+    try:
+        deadline = time.monotonic() + START_S
+        while True:
+            assert proc.poll() is None, f"course.sh hub exited ({proc.returncode}):\n{made.log_tail()}"
+            assert time.monotonic() < deadline, f"the hub did not answer in {START_S} s:\n{made.log_tail()}"
+            try:
+                with urllib.request.urlopen(made.url + "/hub/api/", timeout=5) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                time.sleep(1)
+        yield made
+    finally:
+        stop(proc)
+        for name in [accounts.instructor, *accounts.learners]:
+            remove_account(name)
+        shutil.rmtree(tmp, ignore_errors=True)
+        for path, mode in modes.items():
+            path.chmod(mode)
+
+
+def mutant() -> dict:
+    """A wrong answer a learner could write (the first of tests/mutants/LESSON.json)."""
+    return json.loads((ROOT / "tests" / "mutants" / f"{LESSON}.json").read_text())[0]
+
+
+def home(name: str, *parts: str) -> Path:
+    """A path in the home folder of the Unix user `name`."""
+    return Path(pwd.getpwnam(name).pw_dir, *parts)
+
+
+def reads(name: str, paths: list[Path]) -> dict[str, str]:
+    """What the Unix user `name` gets trying to read each path (a folder: list it): "ok" or the error's name."""
+    code = ("import json, os, sys\nout = {}\nfor p in sys.argv[1:]:\n"
+            "    try:\n        os.listdir(p) if os.path.isdir(p) else open(p, 'rb').read(1)\n        out[p] = 'ok'\n"
+            "    except OSError as e:\n        out[p] = type(e).__name__\nprint(json.dumps(out))")
+    done = subprocess.run(["runuser", "-u", name, "--", sys.executable, "-c", code, *map(str, paths)],
+                          cwd="/", capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def lesson_files(names: list[str]) -> dict[str, dict[str, bytes]]:
+    """{learner: {path of each file in their LESSON folder, from their home: its bytes}}."""
+    return {name: {str(p.relative_to(home(name))): p.read_bytes() for p in home(name, LESSON).rglob("*") if p.is_file()}
+            for name in names}
+
+
+@pytest.fixture(scope="module")
+def semester(hub):
+    """The class, start to end. Returns what the tests check: "scores" ({learner: autograded points}),
+    "autograded" ({grade cell: max points}, from the gradebook: the lesson's written answers graded by
+    hand are not among them), "work" and "after" ({learner: {file in their LESSON folder: bytes}}
+    before and after the instructor's `generate_assignment --force`), the course and who did what."""
+    solved_by, untouched_by, wrong_by = hub.accounts.learners
+    course = classroom.course_dir(hub.accounts.instructor)
+    hub.instructor("generate_assignment", LESSON, "--force")
+    hub.instructor("release_assignment", LESSON, "--force")
+    for name in hub.accounts.learners:
+        hub.start_server(name)
+    for name in hub.accounts.learners:
+        hub.wait_for_server(name)
+        listed = hub.assignments(name, "fetch")["value"]   # what the Assignments panel then shows
+        assert any(a["assignment_id"] == LESSON and a["status"] == "fetched" for a in listed), listed
+    # learners 1 and 3 answer in their fetched notebook and save it (JupyterLab's contents API)
+    contents = f"/user/{{}}/api/contents/{LESSON}/{LESSON}.ipynb"
+    status, model = hub.request(solved_by, "GET", contents.format(solved_by))
+    assert status == 200, model
+    fetched = nbformat.from_dict(model["content"])
+    answers = solved(course, LESSON)
+    for cell in answers.cells:
+        if cell.metadata.get("nbgrader", {}).get("solution"):
+            fetched = with_answer(fetched, cell.metadata.nbgrader.grade_id, cell.source)
+    wrong = mutant()
+    for name, nb in ((solved_by, fetched), (wrong_by, replace_solution(fetched, wrong["cell"], wrong["old"], wrong["new"]))):
+        status, saved = hub.request(name, "PUT", contents.format(name), {"type": "notebook", "format": "json", "content": nb})
+        assert status in (200, 201), saved
+    for name in hub.accounts.learners:
+        hub.assignments(name, "submit")
+    hub.instructor("collect", LESSON)
+    hub.instructor("autograde", LESSON, "--force")
+    hub.instructor("generate_feedback", LESSON, "--force")
+    hub.instructor("release_feedback", LESSON)
+    for name in hub.accounts.learners:
+        hub.assignments(name, "fetch_feedback")
+
+    from nbgrader.api import Gradebook
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        notebook = gb.find_notebook(LESSON, LESSON)
+        answer_cells = {c.name for c in notebook.solution_cells}
+        autograded = {c.name: c.max_score for c in notebook.grade_cells if c.name not in answer_cells}
+        scores = {s.student.id: sum(g.score for nb in s.notebooks for g in nb.grades if g.name in autograded)
+                  for s in gb.find_assignment(LESSON).submissions}
+    work = lesson_files(hub.accounts.learners)
+    hub.instructor("generate_assignment", LESSON, "--force")
+    after = lesson_files(hub.accounts.learners)
+    return {"scores": scores, "autograded": autograded, "work": work, "after": after, "course": course,
+            "solved_by": solved_by, "untouched_by": untouched_by, "wrong_by": wrong_by}
+
+
+def test_the_solved_notebook_gets_every_autograded_point_the_untouched_none_a_wrong_answer_less(semester):
+    scores, full = semester["scores"], sum(semester["autograded"].values())
+    assert full > 0, semester["autograded"]
+    assert scores[semester["solved_by"]] == pytest.approx(full), scores
+    assert scores[semester["untouched_by"]] == 0, scores
+    assert 0 < scores[semester["wrong_by"]] < full, scores
+
+
+def test_each_learner_gets_their_feedback_in_their_home(semester, hub):
+    for name in hub.accounts.learners:
+        files = [f for f in semester["after"][name] if f.startswith(f"{LESSON}/feedback/") and f.endswith(f"/{LESSON}.html")]
+        assert len(files) == 1, (name, sorted(semester["after"][name]))
+        path = home(name, files[0])
+        assert path.stat().st_uid == pwd.getpwnam(name).pw_uid
+
+
+def test_regenerating_the_release_with_force_leaves_the_learners_work_alone(semester, hub):
+    for name in hub.accounts.learners:
+        assert f"{LESSON}/{LESSON}.ipynb" in semester["work"][name]
+        assert semester["after"][name] == semester["work"][name], name
+
+
+def test_a_learner_reads_neither_another_learners_work_nor_the_instructors_sources(semester, hub):
+    solved_by, snoop = semester["solved_by"], semester["untouched_by"]
+    course = semester["course"]
+    inbound = hub.state / "exchange" / classroom.course_id() / "inbound"
+    submission, = inbound.glob(f"{solved_by}+{LESSON}+*/{LESSON}.ipynb")
+    closed = [
+        inbound,                                                               # every submission's name
+        submission,                                                            # one, by its exact name
+        course / "submitted" / solved_by / LESSON / f"{LESSON}.ipynb",         # the instructor's collected copy
+        home(solved_by, LESSON, f"{LESSON}.ipynb"),               # another learner's home
+        course / "solutions" / LESSON / f"{LESSON}.ipynb",                     # the instructor's course
+        course / "gradebook.db",
+        ROOT / "solutions" / LESSON / f"{LESSON}.ipynb",                       # the repository's sources
+        ROOT / "tests" / "mutants" / f"{LESSON}.json",
+    ]
+    open_to_all = [ROOT / "course_utils" / "__init__.py", Path(sys.executable),
+                   home(snoop, LESSON, f"{LESSON}.ipynb")]      # their own work
+    got = reads(snoop, closed + open_to_all)
+    assert {str(p): got[str(p)] for p in closed} == {str(p): "PermissionError" for p in closed}
+    assert {str(p): got[str(p)] for p in open_to_all} == {str(p): "ok" for p in open_to_all}
+
+
+def test_the_instructor_has_formgrader_on_their_course_and_learners_have_none(semester, hub):
+    instructor, learner = hub.accounts.instructor, semester["untouched_by"]
+    hub.start_server(instructor)
+    hub.wait_for_server(instructor)
+    status, assignments = hub.request(instructor, "GET", f"/user/{instructor}/formgrader/api/assignments")
+    assert status == 200 and LESSON in [a["name"] for a in assignments], (status, assignments)
+    status, answer = hub.request(learner, "GET", f"/user/{learner}/formgrader/api/assignments")
+    assert status == 404, (status, answer)
+
+
+def test_the_instructor_grades_in_the_user_namespace_sandbox(hub):
+    name = hub.accounts.instructor
+    done = classroom.as_user(name, [sys.executable, "-c", "from course_utils.grader.capabilities import isolation; print(isolation())"],
+                             classroom.course_dir(name), classroom.user_environment(hub.state, hub.accounts, name), timeout=600)
+    assert done.stdout.strip() == "userns", done.stderr[-2000:]
+
+
+@pytest.mark.browser
+def test_a_learner_logs_in_and_sees_the_lesson_and_validate(semester, hub):
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        pytest.skip("the browser test needs the Python package playwright (pinned in requirements.txt)")
+    exe = find_chromium()
+    if exe is None:
+        pytest.skip("no Chromium found: `sudo apt-get install chromium`")
+    name = semester["solved_by"]
+    passwords = dict(line.split(",", 1) for line in (hub.state / "passwords.csv").read_text().splitlines()[1:])
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=exe, headless=True, args=CHROMIUM_FLAGS)
+        try:
+            page = browser.new_page(viewport=VIEWPORT)
+            page.goto(f"{hub.url}/hub/login")
+            page.fill("#username_input", name)
+            page.fill("#password_input", passwords[name])
+            page.click("#login_submit")
+            page.wait_for_url(f"**/user/{name}/lab**", timeout=120_000)
+            page.locator(".jp-DirListing-content").get_by_text(LESSON, exact=True).first.wait_for(timeout=120_000)
+            # nbgrader's menu holds the Assignment List, and none of the instructor's tools
+            page.locator('.lm-MenuBar-itemLabel:text-is("Nbgrader")').click()
+            items = page.locator(".lm-Menu-itemLabel").all_inner_texts()
+            assert "Assignment List" in items and not {"Formgrader", "Create Assignment"} & set(items), items
+            page.locator('.lm-Menu-itemLabel:text-is("Assignment List")').click()
+            page.locator("#nbgrader-assignment-list").get_by_text(LESSON).first.wait_for(timeout=60_000)
+            page.goto(f"{hub.url}/user/{name}/lab/tree/{LESSON}/{LESSON}.ipynb")
+            page.locator('.jp-NotebookPanel .jp-Toolbar-item:has-text("Validate")').first.wait_for(timeout=120_000)
+            SHOTS.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=SHOTS / "hub-learner.png")
+        except Exception:
+            SHOTS.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=SHOTS / "hub-learner-failed.png")
+            print(f"at {page.url}; screenshot: {SHOTS / 'hub-learner-failed.png'}")
+            raise
+        finally:
+            browser.close()
