@@ -87,7 +87,7 @@ def lesson_runs(lanes, lab):
             solution_lane.scroll_to(sol, 0)
             shots["solution"] = solution_lane.screenshot(f"{name}-solution.png")
             # the student notebook at its first test cell ("Exercise not attempted yet"), or its top
-            first_test = first_cell(run.student, lambda c: (c.get("nbgrader") or {}).get("grade"))
+            first_test = first_cell(run.student, lambda c: c["type"] == "code" and (c.get("nbgrader") or {}).get("grade"))
             student_lane.scroll_to(stu, first_test or 0)
             if first_test is not None:
                 student_lane.cell(first_test).locator(".jp-OutputArea-output").last.evaluate("e => e.scrollIntoView({block: 'end'})")
