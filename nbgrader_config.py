@@ -25,6 +25,10 @@ warnings.filterwarnings("ignore", message=r"Object of type <Submitted\w+> not in
 
 c.CourseDirectory.course_id = "backprop-autograd"
 c.CourseDirectory.root = os.path.dirname(os.path.abspath(__file__))  # this folder, wherever nbgrader runs
+# nbgrader's exchange (release_assignment, fetch, submit, collect): $COURSE_EXCHANGE, which `bash course.sh hub`
+# gives every user of a class (hub/classroom.py), else exchange/ in this folder; never nbgrader's default,
+# /usr/local/share/nbgrader/exchange, which a release run as root would make without a word.
+c.Exchange.root = os.environ.get("COURSE_EXCHANGE") or os.path.join(c.CourseDirectory.root, "exchange")
 c.CourseDirectory.source_directory = "solutions"
 c.CourseDirectory.release_directory = "notebooks"
 # Never copy caches or checkpoints into releases or submissions.

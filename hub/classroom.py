@@ -103,12 +103,14 @@ def course_dir(instructor: str) -> Path:
 
 def user_environment(state: Path, accounts: Accounts, name: str) -> dict[str, str]:
     """What a user's single-user server (and nbgrader run as that user) gets in its environment:
-    the shared config folder, and for the instructor the instructor tools' config first."""
+    the shared config folder, and for the instructor the instructor tools' config first; the exchange,
+    which the course's nbgrader_config.py (loaded last, in the instructor's course) reads."""
     paths = [shared_config_dir(state)]
     if name == accounts.instructor:
         paths.insert(0, INSTRUCTOR_CONFIG)
     # sbin too: the grader's sandbox needs util-linux's pivot_root, which Debian keeps in /usr/sbin.
     return {"JUPYTER_CONFIG_PATH": os.pathsep.join(str(p) for p in paths),
+            "COURSE_EXCHANGE": str(exchange_dir(state)),   # for the course's nbgrader_config.py (the instructor's)
             "PATH": f"{Path(sys.prefix) / 'bin'}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
 
 

@@ -4,6 +4,7 @@ globals except through the documented hook; a plain (non-editable) install ships
 each grading constant is read from its one place."""
 
 import ast
+import os
 import subprocess
 import sys
 import venv
@@ -117,6 +118,8 @@ def test_each_grading_constant_is_read_from_its_one_place():
     exec(compile((ROOT / "nbgrader_config.py").read_text(), "nbgrader_config.py", "exec"), namespace)
     limits = Limits()
     assert config.Execute.timeout == limits.cell_seconds, "Validate's time limit per cell is the grader's"
+    assert config.Exchange.root in (os.environ.get("COURSE_EXCHANGE"), str(ROOT / "exchange")), \
+        "nbgrader's exchange is named by the course (never nbgrader's default system folder)"
     assert STUB in config.ClearSolutions.code_stub["python"], "the released stub is the line the grader recognises"
     assert ClearSolutions  # the class the stub configures exists in this nbgrader
     traits = preprocessors.HardenedExecute.class_traits()
