@@ -1,6 +1,6 @@
 """The course in JupyterLab 4 in a real browser (headless Chromium driven by Playwright for Python).
 
-One JupyterLab server for the whole test session, on a free port of 127.0.0.1 with a random token,
+One JupyterLab server per test module, on a free port of 127.0.0.1 with a random token,
 serving a temporary copy of notebooks/, solutions/ and nbgrader_config.py (its working directory,
 so nbgrader's Validate reads the course's config). Nothing in the repository is written, except
 screenshots in build/screenshots/ (and docs/screenshots/ with --refresh-docs-screenshots). The
@@ -48,16 +48,18 @@ def browser(playwright_api):
     b.close()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def lab(tmp_path_factory, playwright_api):
-    """The JupyterLab server, started once (after the browser checks, so a skip costs nothing)."""
+    """The JupyterLab server, started once per test module (after the browser checks, so a skip costs
+    nothing) and stopped after it, with its pages: an open JupyterLab keeps Chromium busy, and the rest
+    of the suite (grading) should not share the machine with it."""
     root = copy_course(tmp_path_factory.mktemp("course"))
     server = start_lab(root, tmp_path_factory.mktemp("lab-settings"))
     yield server
     stop_lab(server)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def lanes(browser, lab):
     made = [Lane(browser, lab, f"lane-{i}") for i in range(2)]
     yield made
@@ -65,7 +67,7 @@ def lanes(browser, lab):
         lane.page.close()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def lesson_runs(lanes, lab):
     """lesson_runs(name) -> LessonRun, made once per lesson when a test first asks for it: the
     solution notebook (lane 0) and the student notebook (lane 1) run at the same time, screenshots
