@@ -1,6 +1,6 @@
 """The course in JupyterLab 4 in a real browser (headless Chromium driven by Playwright for Python).
 
-One JupyterLab server per test module, on a free port of 127.0.0.1 with a random token,
+One JupyterLab server (and one Playwright and Chromium) per test module, on a free port of 127.0.0.1 with a random token,
 serving a temporary copy of notebooks/, solutions/ and nbgrader_config.py (its working directory,
 so nbgrader's Validate reads the course's config). Nothing in the repository is written, except
 screenshots in build/screenshots/ (and docs/screenshots/ with --refresh-docs-screenshots). The
@@ -24,9 +24,11 @@ from course_utils.authoring import nbgrader_cli
 LESSONS = nbgrader_cli.lessons(ROOT)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def playwright_api():
-    """Playwright's sync API and the Chromium to drive; skip (with the reason) when either is missing."""
+    """Playwright's sync API and the Chromium to drive; skip (with the reason) when either is missing.
+    Per test module: a sync Playwright left running holds an asyncio loop, and a later test that
+    starts its own (tests/hub) could not."""
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
@@ -40,7 +42,7 @@ def playwright_api():
         yield p, exe
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser(playwright_api):
     p, exe = playwright_api
     b = p.chromium.launch(executable_path=exe, headless=True, args=CHROMIUM_FLAGS)
