@@ -198,8 +198,10 @@ def feedback(course: Path, name: str) -> dict[str, str]:
 def oversubscribed(per_core: int):
     """per_core busy processes per core for as long as the block runs, each in a session of its own,
     as other users' work is (with autogroup scheduling, one session's processes would share one
-    CPU weight): the load average climbs to about per_core * cores."""
-    hogs = [subprocess.Popen(["sh", "-c", "while :; do :; done"], start_new_session=True)
+    CPU weight): the load average climbs to about per_core * cores. Each also stops by itself once
+    this process is gone, so a test run that is killed leaves no hog behind."""
+    spin = f"while kill -0 {os.getpid()} 2>/dev/null; do i=0; while [ $i -lt 5000 ]; do i=$((i+1)); done; done"
+    hogs = [subprocess.Popen(["sh", "-c", spin], start_new_session=True)
             for _ in range(per_core * (os.cpu_count() or 1))]
     try:
         yield

@@ -5,6 +5,11 @@
 (() => {
   const app = () => window.jupyterapp;
   const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+  // Wait until ready() holds, however busy the machine (a test fails on what it then reads, never on
+  // time): at most `ms`, a bound for a page that never renders at all.
+  async function until(ready, ms = 120000) {
+    for (let k = 0; k < ms / 100 && !ready(); k++) await sleep(100);
+  }
   const panels = {};  // path -> NotebookPanel
   const runs = {};    // path -> {done, result | error}
 
@@ -23,9 +28,9 @@
   }
 
   async function idle(panel) {
-    // the kernel has nothing left to do (at most 30 s)
+    // the kernel has nothing left to do
     const kernel = () => panel.sessionContext.session && panel.sessionContext.session.kernel;
-    for (let k = 0; k < 300 && kernel() && kernel().status !== 'idle'; k++) await sleep(100);
+    await until(() => !kernel() || kernel().status === 'idle');
   }
 
   async function settle(panel) {
@@ -44,7 +49,7 @@
       return n;
     };
     const views = () => panel.node.querySelectorAll('.jp-OutputArea-output .jupyter-widgets').length;
-    for (let k = 0; k < 150 && views() < want(); k++) await sleep(100);
+    await until(() => views() >= want());
   }
 
   // Run the notebook at `path` as a learner does: Run > Run All Cells, once. JupyterLab stops at
@@ -101,6 +106,14 @@
           }
           return found;
         };
+        // Cells out of view are rendered when the browser gets to them (JupyterLab's windowed notebook,
+        // later still on a busy machine): a cell whose images are not all drawn yet is brought into view.
+        const want = cell.outputs.filter((o) => o.mimes.includes('image/svg+xml') || o.mimes.includes('image/png')).length;
+        const drawn = () => node.querySelectorAll('.jp-RenderedSVG, .jp-RenderedImage').length;
+        if (drawn() < want) {
+          await panel.content.scrollToItem(i, 'start');
+          await until(() => drawn() >= want);
+        }
         cell.svg = await images('.jp-RenderedSVG img, .jp-RenderedSVG svg');
         cell.png = await images('.jp-RenderedImage img');
         cell.widgets = node.querySelectorAll('.jp-OutputArea-output .jupyter-widgets').length;
@@ -110,7 +123,7 @@
         // cell (the recap, with the link to the next lesson) is brought into view to read its links.
         if (i === cells.length - 1) {
           await panel.content.scrollToItem(i, 'start');
-          for (let k = 0; k < 50 && !node.querySelector('.jp-RenderedMarkdown'); k++) await sleep(100);
+          await until(() => node.querySelector('.jp-RenderedMarkdown'));
         }
         // JupyterLab rewrites a relative link to /files/PATH (and opens PATH in a tab when clicked)
         cell.links = [...node.querySelectorAll('.jp-RenderedMarkdown a[href]')].map((a) => {
