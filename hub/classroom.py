@@ -7,7 +7,7 @@ What it does, each step idempotent (run it again after editing the roster):
   student list, id,first_name,last_name,email: the roster `bash course.sh grades lms` reads). A new
   account gets a generated password, printed once and kept in STATE/passwords.csv (root only);
   an existing account keeps its password. Every home is mode 700: learners work there (nbgrader
-  fetches into it), apart from the instructor's files, and cannot read each other's.
+  fetches into it), apart from the instructor's files, and cannot read each other's. (hub/accounts.py)
 - The instructor's course: ~INSTRUCTOR/course (mode 700), a copy of the repository's solutions/ and
   nbgrader_config.py, the roster imported into its gradebook (`nbgrader db student import`);
   ~INSTRUCTOR/.jupyter/nbgrader_config.py loads that configuration, so the instructor's nbgrader
@@ -24,17 +24,16 @@ single-user server). STATE is $HUB_STATE, else hub/state in the repository.
 
 import argparse
 import functools
-import grp
 import json
 import os
 import pwd
-import re
 import secrets
 import shutil
 import subprocess
 import sys
-from dataclasses import asdict, dataclass
 from pathlib import Path
+
+from accounts import Accounts, BadInput, as_user, join_groups, make_accounts, read_learners, write_private
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_STATE = ROOT / "hub" / "state"
@@ -48,31 +47,10 @@ INSTRUCTOR_CONFIG = Path(sys.prefix) / "etc" / "jupyter-instructor"
 # The instructor's sources in the repository (the lessons' solutions, the tests' wrong and second
 # answers, the history holding both, screenshots of solved notebooks): closed to other users.
 SOURCES = ("solutions", "tests", ".git", "build")
-ACCOUNT_NAME = re.compile(r"[a-z_][a-z0-9_-]{0,31}")
-FIRST_HUMAN_UID = 1000   # useradd's UID_MIN on Debian: lower uids are system accounts, never reused
 
 
 def say(text: str) -> None:
     print(f"[hub] {text}", flush=True)
-
-
-class BadInput(Exception):
-    """A one-line reason the class cannot be set up as asked."""
-
-
-@dataclass
-class Accounts:
-    """Who may log in: the instructor (admin) and the learners. Kept in STATE/accounts.json."""
-
-    instructor: str
-    learners: list[str]
-
-    @staticmethod
-    def read(state: Path) -> "Accounts":
-        return Accounts(**json.loads((state / "accounts.json").read_text()))
-
-    def write(self, state: Path) -> None:
-        write_private(state / "accounts.json", json.dumps(asdict(self), indent=1) + "\n")
 
 
 def state_dir() -> Path:
@@ -114,63 +92,7 @@ def user_environment(state: Path, accounts: Accounts, name: str) -> dict[str, st
             "PATH": f"{Path(sys.prefix) / 'bin'}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
 
 
-def as_user(name: str, command: list[str], cwd: Path, env: dict[str, str], **kwargs) -> subprocess.CompletedProcess:
-    """Run command as the Unix user `name` (runuser), in cwd, with env added to a clean environment."""
-    home = pwd.getpwnam(name).pw_dir
-    full = {"HOME": home, "USER": name, "LOGNAME": name, "LANG": "C.UTF-8", **env}
-    return subprocess.run(["runuser", "-u", name, "--", "env", "-i", *[f"{k}={v}" for k, v in full.items()], *command],
-                          cwd=cwd, text=True, capture_output=True, **kwargs)
-
-
-def write_private(path: Path, text: str, mode: int = 0o600) -> None:
-    """Write text to path, created with `mode` from the start (never readable by others in between)."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    os.chmod(path, mode)
-
-
 # --- the set-up, step by step ---------------------------------------------------------------------
-
-def read_learners(roster: Path, instructor: str) -> list[str]:
-    """The learners' account names, from the roster's id column; BadInput for a name that cannot be
-    an account of its own (not a valid name, the instructor, a system account)."""
-    from course_utils.grader.classgrades import BadInput as RosterError, read_roster
-    try:
-        ids = [row["id"] for row in read_roster(roster)]
-    except RosterError as e:
-        raise BadInput(str(e)) from None
-    for name in [instructor, *ids]:
-        if not ACCOUNT_NAME.fullmatch(name):
-            raise BadInput(f"{name[:40]!r} cannot be a Unix account name (lower-case letters, digits, _ and -, "
-                           f"starting with a letter or _, at most 32)")
-        try:
-            uid = pwd.getpwnam(name).pw_uid
-        except KeyError:
-            continue
-        if uid < FIRST_HUMAN_UID:
-            raise BadInput(f"{name!r} is a system account (uid {uid}): choose another name")
-    if instructor in ids:
-        raise BadInput(f"the instructor {instructor!r} is also in the roster")
-    for name in [instructor, *ids]:
-        check_own_group(name, instructor)
-    return ids
-
-
-def check_own_group(name: str, instructor: str) -> None:
-    """A submission is readable by its learner's and the instructor's primary groups (join_groups,
-    course_utils.hubexchange): BadInput when an existing account shares its primary group with anyone
-    but the instructor."""
-    try:
-        gid = pwd.getpwnam(name).pw_gid
-    except KeyError:
-        return   # useradd --user-group makes it a group of its own
-    others = {u.pw_name for u in pwd.getpwall() if u.pw_gid == gid} | set(grp.getgrgid(gid).gr_mem)
-    others -= {name, instructor}
-    if others:
-        raise BadInput(f"{name}'s group {grp.getgrgid(gid).gr_name!r} has other members "
-                       f"({', '.join(sorted(others))[:100]}): they could read {name}'s submissions")
-
 
 def make_state(state: Path) -> None:
     """The state folder: root's, searchable by all (learners reach the exchange inside), listable by none."""
@@ -181,37 +103,6 @@ def make_state(state: Path) -> None:
         if not parent.stat().st_mode & 0o001:
             raise BadInput(f"learners cannot reach the exchange in {state}: {parent} is not searchable by others "
                            f"(choose another HUB_STATE)")
-
-
-def make_accounts(state: Path, names: list[str]) -> dict[str, str]:
-    """Create the accounts that do not exist, each with a generated password; {name: password} of
-    the new ones, each kept in STATE/passwords.csv (root only) as soon as it is set. Every home
-    becomes mode 700."""
-    new = {}
-    passwords = state / "passwords.csv"
-    for name in names:
-        try:
-            pwd.getpwnam(name)
-        except KeyError:
-            made = subprocess.run(["useradd", "--create-home", "--shell", "/bin/bash", "--user-group", name],
-                                  capture_output=True, text=True)
-            if made.returncode != 0:
-                raise BadInput(f"useradd could not make the account {name}: {made.stderr.strip()[:200]}")
-            new[name] = secrets.token_urlsafe(12)
-            subprocess.run(["chpasswd"], input=f"{name}:{new[name]}\n", text=True, check=True)
-            old = passwords.read_text() if passwords.exists() else "account,password\n"
-            write_private(passwords, old + f"{name},{new[name]}\n")
-        os.chmod(pwd.getpwnam(name).pw_dir, 0o700)
-    return new
-
-
-def join_groups(accounts: Accounts) -> None:
-    """The instructor joins each learner's primary group (a group of that learner alone): nbgrader
-    collect reads a submission through it (course_utils.hubexchange); homes stay 700, so it opens
-    nothing else of the learner's."""
-    groups = [grp.getgrgid(pwd.getpwnam(name).pw_gid).gr_name for name in accounts.learners]
-    if groups:
-        subprocess.run(["usermod", "--append", "--groups", ",".join(groups), accounts.instructor], check=True)
 
 
 def check_environment() -> None:

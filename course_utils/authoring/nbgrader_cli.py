@@ -11,7 +11,7 @@ touches the course's own gradebook.
     scores(course, "01-circuits")          # {"alice": (10.0, 10.0)}: the autograded points
     written(course, "01-circuits")         # {"alice": {"l01_why_dx": (0.0, 2.0, True)}}: graded by hand
 
-oversubscribed(12) makes the machine as busy as a shared one can be (12 busy processes per core), to grade beside it.
+oversubscribed(6) makes the machine busier than a shared one usually is (6 busy processes per core), to grade beside it.
 """
 
 import os
@@ -122,24 +122,23 @@ def mutant_rounds(mutants: list[dict]) -> list[list[dict]]:
     """Group wrong answers into submissions, so one autograde run checks several exercises.
 
     Input: dicts with "cell" (the solution grade_id they change).
-    Returns: a list of rounds (lists of mutants), each mutant in the earliest round where it
-        touches no exercise the round touches already, and where the round still leaves at least
-        one exercise untouched: that exercise's full marks show that a wrong answer costs its own
-        points and no others (an exercise that builds on another is judged with a reference copy
-        of it, so no mistake costs another exercise's points).
+    Returns: a list of rounds (lists of mutants, in input order), each touching an exercise at most
+        once and leaving at least one exercise untouched: that exercise's full marks show that a
+        wrong answer costs its own points and no others (an exercise that builds on another is
+        judged with a reference copy of it, so no mistake costs another exercise's points).
+        Each round takes the next mutant of the exercises with the most left (ties: the first
+        named), which needs the fewest rounds: max(most of one exercise, ceil(all / (exercises - 1))).
     """
-    def touched(group):
-        return {m["cell"] for m in group}
-
-    limit = max(1, len(touched(mutants)) - 1)
-    rounds: list[list[dict]] = []
+    queues: dict[str, list[dict]] = {}
     for m in mutants:
-        for group in rounds:
-            if not touched([m]) & touched(group) and len(touched(group + [m])) <= limit:
-                group.append(m)
-                break
-        else:
-            rounds.append([m])
+        queues.setdefault(m["cell"], []).append(m)
+    limit = max(1, len(queues) - 1)
+    order = list(queues)
+    rounds: list[list[dict]] = []
+    while any(queues.values()):
+        busiest = sorted((c for c in order if queues[c]), key=lambda c: -len(queues[c]))[:limit]
+        picked = [queues[c].pop(0) for c in busiest]
+        rounds.append(sorted(picked, key=lambda m: next(i for i, x in enumerate(mutants) if x is m)))
     return rounds
 
 

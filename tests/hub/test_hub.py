@@ -12,7 +12,8 @@ then the class, as its members do it:
   Learner 1 submits the solved notebook, learner 2 the untouched one, learner 3 one wrong answer.
 The instructor's server has Formgrader, on their course; a learner's has none.
 The browser test logs in as learner 1 through the hub's login form: the lesson in the file browser,
-nbgrader's Assignment List (and no instructor tool) in its menu, Validate in the notebook's toolbar.
+nbgrader's Assignment List (and no instructor tool) in its menu, Validate in the notebook's toolbar,
+pressed: the learner's own server validates their saved notebook and reports success.
 Teardown stops the hub (and with it every single-user server) and removes the accounts (userdel -r).
 """
 
@@ -345,7 +346,7 @@ def test_the_instructor_grades_in_the_user_namespace_sandbox(hub):
 
 
 @pytest.mark.browser
-def test_a_learner_logs_in_and_sees_the_lesson_and_validate(semester, hub):
+def test_a_learner_logs_in_sees_the_lesson_and_validates_it(semester, hub):
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
@@ -372,9 +373,17 @@ def test_a_learner_logs_in_and_sees_the_lesson_and_validate(semester, hub):
             page.locator('.lm-Menu-itemLabel:text-is("Assignment List")').click()
             page.locator("#nbgrader-assignment-list").get_by_text(LESSON).first.wait_for(timeout=60_000)
             page.goto(f"{hub.url}/user/{name}/lab/tree/{LESSON}/{LESSON}.ipynb")
-            page.locator('.jp-NotebookPanel .jp-Toolbar-item:has-text("Validate")').first.wait_for(timeout=120_000)
+            validate = page.locator('.jp-NotebookPanel .jp-Toolbar-item:has-text("Validate")').first
+            validate.wait_for(timeout=120_000)
             SHOTS.mkdir(parents=True, exist_ok=True)
             page.screenshot(path=SHOTS / "hub-learner.png")
+            # Validate, pressed: nbgrader runs the learner's saved (solved) notebook on their own server
+            validate.locator("jp-button, button").first.click()
+            message = page.locator("#validation-message")
+            message.wait_for(timeout=300_000)
+            kind, text = message.get_attribute("class") or "", message.inner_text()
+            page.screenshot(path=SHOTS / "hub-learner-validate.png")
+            assert "validation-success" in kind and "Success! Your notebook passes all the tests." in text, text[:3000]
         except Exception:
             SHOTS.mkdir(parents=True, exist_ok=True)
             page.screenshot(path=SHOTS / "hub-learner-failed.png")

@@ -1,0 +1,133 @@
+"""The class's Unix accounts, for hub/classroom.py: who may log in, made and checked.
+
+- Accounts: the instructor (a JupyterHub admin) and the learners, kept in STATE/accounts.json.
+- read_learners: the learners' account names from the roster (nbgrader's student list), each one
+  checked before anything is changed: a valid name, not a system account, not the instructor, a
+  primary group of its own (or of the instructor's only).
+- make_accounts: useradd for the ones that do not exist, a generated password each (kept in
+  STATE/passwords.csv, root only), every home mode 700.
+- join_groups: the instructor joins each learner's own group (nbgrader collect reads submissions
+  through it: course_utils.hubexchange).
+- as_user: a command run as one of them, in a clean environment.
+"""
+
+import grp
+import json
+import os
+import pwd
+import re
+import secrets
+import subprocess
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+ACCOUNT_NAME = re.compile(r"[a-z_][a-z0-9_-]{0,31}")
+# useradd's UID_MIN and UID_MAX on Debian (/etc/login.defs): other uids are system accounts (nobody is
+# 65534), never reused for the class
+HUMAN_UIDS = range(1000, 60001)
+
+
+class BadInput(Exception):
+    """A one-line reason the class cannot be set up as asked."""
+
+
+@dataclass
+class Accounts:
+    """Who may log in: the instructor (admin) and the learners. Kept in STATE/accounts.json."""
+
+    instructor: str
+    learners: list[str]
+
+    @staticmethod
+    def read(state: Path) -> "Accounts":
+        return Accounts(**json.loads((state / "accounts.json").read_text()))
+
+    def write(self, state: Path) -> None:
+        write_private(state / "accounts.json", json.dumps(asdict(self), indent=1) + "\n")
+
+
+def as_user(name: str, command: list[str], cwd: Path, env: dict[str, str], **kwargs) -> subprocess.CompletedProcess:
+    """Run command as the Unix user `name` (runuser), in cwd, with env added to a clean environment."""
+    home = pwd.getpwnam(name).pw_dir
+    full = {"HOME": home, "USER": name, "LOGNAME": name, "LANG": "C.UTF-8", **env}
+    return subprocess.run(["runuser", "-u", name, "--", "env", "-i", *[f"{k}={v}" for k, v in full.items()], *command],
+                          cwd=cwd, text=True, capture_output=True, **kwargs)
+
+
+def write_private(path: Path, text: str, mode: int = 0o600) -> None:
+    """Write text to path, created with `mode` from the start (never readable by others in between)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    os.chmod(path, mode)
+
+
+def read_learners(roster: Path, instructor: str) -> list[str]:
+    """The learners' account names, from the roster's id column; BadInput for a name that cannot be
+    an account of its own (not a valid name, the instructor, a system account)."""
+    from course_utils.grader.classgrades import BadInput as RosterError, read_roster
+    try:
+        ids = [row["id"] for row in read_roster(roster)]
+    except RosterError as e:
+        raise BadInput(str(e)) from None
+    for name in [instructor, *ids]:
+        if not ACCOUNT_NAME.fullmatch(name):
+            raise BadInput(f"{name[:40]!r} cannot be a Unix account name (lower-case letters, digits, _ and -, "
+                           f"starting with a letter or _, at most 32)")
+        try:
+            uid = pwd.getpwnam(name).pw_uid
+        except KeyError:
+            continue
+        if uid not in HUMAN_UIDS:
+            raise BadInput(f"{name!r} is a system account (uid {uid}): choose another name")
+    if instructor in ids:
+        raise BadInput(f"the instructor {instructor!r} is also in the roster")
+    for name in [instructor, *ids]:
+        check_own_group(name, instructor)
+    return ids
+
+
+def check_own_group(name: str, instructor: str) -> None:
+    """A submission is readable by its learner's and the instructor's primary groups (join_groups,
+    course_utils.hubexchange): BadInput when an existing account shares its primary group with anyone
+    but the instructor."""
+    try:
+        gid = pwd.getpwnam(name).pw_gid
+    except KeyError:
+        return   # useradd --user-group makes it a group of its own
+    others = {u.pw_name for u in pwd.getpwall() if u.pw_gid == gid} | set(grp.getgrgid(gid).gr_mem)
+    others -= {name, instructor}
+    if others:
+        raise BadInput(f"{name}'s group {grp.getgrgid(gid).gr_name!r} has other members "
+                       f"({', '.join(sorted(others))[:100]}): they could read {name}'s submissions")
+
+
+def make_accounts(state: Path, names: list[str]) -> dict[str, str]:
+    """Create the accounts that do not exist, each with a generated password; {name: password} of
+    the new ones, each kept in STATE/passwords.csv (root only) as soon as it is set. Every home
+    becomes mode 700."""
+    new = {}
+    passwords = state / "passwords.csv"
+    for name in names:
+        try:
+            pwd.getpwnam(name)
+        except KeyError:
+            made = subprocess.run(["useradd", "--create-home", "--shell", "/bin/bash", "--user-group", name],
+                                  capture_output=True, text=True)
+            if made.returncode != 0:
+                raise BadInput(f"useradd could not make the account {name}: {made.stderr.strip()[:200]}")
+            new[name] = secrets.token_urlsafe(12)
+            subprocess.run(["chpasswd"], input=f"{name}:{new[name]}\n", text=True, check=True)
+            old = passwords.read_text() if passwords.exists() else "account,password\n"
+            write_private(passwords, old + f"{name},{new[name]}\n")
+        os.chmod(pwd.getpwnam(name).pw_dir, 0o700)
+    return new
+
+
+def join_groups(accounts: Accounts) -> None:
+    """The instructor joins each learner's primary group (a group of that learner alone): nbgrader
+    collect reads a submission through it (course_utils.hubexchange); homes stay 700, so it opens
+    nothing else of the learner's."""
+    groups = [grp.getgrgid(pwd.getpwnam(name).pw_gid).gr_name for name in accounts.learners]
+    if groups:
+        subprocess.run(["usermod", "--append", "--groups", ",".join(groups), accounts.instructor], check=True)

@@ -1,0 +1,81 @@
+"""hub/accounts.py and the command's bad input: checked before `bash course.sh hub` changes anything.
+
+No account is made here: a roster is read and refused, and the command is run with input it must
+refuse before it looks at the machine (one line on stderr, exit 2, no traceback).
+"""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "hub"))
+import accounts  # noqa: E402
+import classroom  # noqa: E402
+
+HEADER = "id,first_name,last_name,email\n"
+
+
+def roster(tmp_path, *ids, header=HEADER):
+    path = tmp_path / "roster.csv"
+    path.write_text(header + "".join(f"{i},First,Last,{i}@example.org\n" for i in ids))
+    return path
+
+
+def test_the_example_roster_gives_its_learners(tmp_path):
+    # fresh names: none of them an account on this machine
+    assert accounts.read_learners(roster(tmp_path, "zq_ada", "zq_alan"), "zq_teacher") == ["zq_ada", "zq_alan"]
+
+
+@pytest.mark.parametrize("ids, instructor, words", [
+    (["Ada"], "zq_teacher", "cannot be a Unix account name"),
+    (["ada smith"], "zq_teacher", "cannot be a Unix account name"),
+    (["-ada"], "zq_teacher", "cannot be a Unix account name"),
+    (["a" * 33], "zq_teacher", "cannot be a Unix account name"),
+    (["zq_ada"], "Teacher", "cannot be a Unix account name"),
+    (["root"], "zq_teacher", "system account (uid 0)"),
+    (["nobody"], "zq_teacher", "system account (uid 65534)"),   # above Debian's UID_MAX
+    (["zq_ada"], "daemon", "system account"),
+    (["zq_ada", "zq_teacher"], "zq_teacher", "is also in the roster"),
+    (["zq_ada", "zq_ada"], "zq_teacher", "empty or repeated id"),
+    ([""], "zq_teacher", "empty or repeated id"),
+])
+def test_a_roster_the_class_cannot_have_is_refused_with_the_reason(tmp_path, ids, instructor, words):
+    with pytest.raises(accounts.BadInput) as e:
+        accounts.read_learners(roster(tmp_path, *ids), instructor)
+    assert words in str(e.value) and "\n" not in str(e.value)
+
+
+def test_a_roster_without_the_id_column_is_refused(tmp_path):
+    with pytest.raises(accounts.BadInput, match="no column id"):
+        accounts.read_learners(roster(tmp_path, "zq_ada", header="name,first_name,last_name,email\n"), "zq_teacher")
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--port", "0"], "is not a port number"),
+    (["--port", "65536"], "is not a port number"),
+    (["--port", "eight"], "invalid int value"),
+    (["--colour"], "unrecognized arguments"),
+])
+def test_the_command_refuses_bad_options_in_one_line(args, words):
+    done = subprocess.run([sys.executable, str(ROOT / "hub" / "classroom.py"), *args], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert words in done.stderr and "Traceback" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert done.stdout == ""
+
+
+def test_the_command_needs_root_or_a_roster_it_can_read(tmp_path):
+    """As anyone but root it says so; as root, a roster it cannot read stops it before any change."""
+    done = subprocess.run([sys.executable, str(ROOT / "hub" / "classroom.py"), "--roster", str(tmp_path / "none.csv")],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+    if os.geteuid() != 0:
+        assert "run it as root" in done.stderr
+    else:
+        assert "none.csv" in done.stderr or "is missing" in done.stderr, done.stderr
