@@ -90,15 +90,38 @@ def forge_written(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
     return nb
 
 
+def selected(request, fixture: str) -> list[str]:
+    """The lessons that this module's selected tests using `fixture` ask for (so `pytest -k 02-local`
+    releases and grades lesson 02 only)."""
+    return sorted({item.callspec.params["name"] for item in request.session.items
+                   if getattr(item, "module", None) is request.module and hasattr(item, "callspec")
+                   and "name" in item.callspec.params and fixture in item.fixturenames})
+
+
+def two_at_a_time(work, names: list[str]) -> list:
+    """work(name) for each name, two at a time (nbgrader runs in subprocesses; the machine has 2 cores)."""
+    with ThreadPoolExecutor(max_workers=max(1, min(2, os.cpu_count() or 1))) as pool:
+        return list(pool.map(work, names))
+
+
+def submissions(name: str) -> int:
+    """How many submissions grade_lesson makes for a lesson: its share of the grading work."""
+    return 2 + len(nbgrader_cli.mutant_rounds(MUTANTS[name])) + len(alternate_rounds(ALTERNATES[name]))
+
+
 @pytest.fixture(scope="module")
-def course(tmp_path_factory):
-    """course(name) -> a scratch course directory in which lesson `name` alone is released, made
-    once when a test first asks for it (so `pytest -k 02-local` releases and grades lesson 02 only)."""
+def course(request, tmp_path_factory):
+    """course(name) -> a scratch course directory in which lesson `name` alone is released. The first
+    call releases every lesson the selected tests need, two at a time."""
     made = {}
 
     def make(name):
         if name not in made:
-            made[name] = nbgrader_cli.scratch_course(ROOT, tmp_path_factory.mktemp(name), [name])
+            todo = [n for n in selected(request, "course") if n not in made] or [name]
+            if name not in todo:
+                todo.append(name)
+            folders = {n: tmp_path_factory.mktemp(n) for n in todo}   # here: tmp_path_factory is not for threads
+            made.update(zip(todo, two_at_a_time(lambda n: nbgrader_cli.scratch_course(ROOT, folders[n], [n]), todo)))
         return made[name]
 
     return make
@@ -131,20 +154,17 @@ def grade_lesson(where, name):
 @pytest.fixture(scope="module")
 def graded(request, course):
     """graded(name) -> what grade_lesson returns. The first call grades every lesson that the
-    selected tests need, two lessons at a time (nbgrader runs in subprocesses), so
-    `pytest -k 02-local` grades lesson 02 only."""
-    wanted = sorted({item.callspec.params["name"] for item in request.session.items
-                     if getattr(item, "module", None) is request.module and hasattr(item, "callspec") and "name" in item.callspec.params
-                     and "graded" in item.fixturenames})
+    selected tests need, two at a time, the ones with the most submissions first (so that no long
+    lesson is left to run alone at the end)."""
     done = {}
 
     def grade(name):
         if name not in done:
-            todo = [n for n in wanted if n not in done] or [name]
+            todo = [n for n in selected(request, "graded") if n not in done] or [name]
+            todo = sorted(set(todo) | {name}, key=submissions, reverse=True)
             for n in todo:
-                course(n)  # make the scratch courses before the threads start
-            with ThreadPoolExecutor(max_workers=max(1, min(2, os.cpu_count() or 1))) as pool:
-                done.update(zip(todo, pool.map(lambda n: grade_lesson(course(n), n), todo)))
+                course(n)   # released before the threads start (the first call releases them all)
+            done.update(zip(todo, two_at_a_time(lambda n: grade_lesson(course(n), n), todo)))
         return done[name]
 
     return grade
