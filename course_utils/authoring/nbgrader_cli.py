@@ -11,7 +11,7 @@ touches the course's own gradebook.
     scores(course, "01-circuits")          # {"alice": (10.0, 10.0)}: the autograded points
     written(course, "01-circuits")         # {"alice": {"l01_why_dx": (0.0, 2.0, True)}}: graded by hand
 
-oversubscribed(6) makes the machine busier than a shared one usually is (6 busy processes per core), to grade beside it.
+oversubscribed(4) makes the machine busier than a shared one usually is (4 busy processes per core), to grade beside it.
 """
 
 import os
