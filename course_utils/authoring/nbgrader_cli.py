@@ -129,6 +129,7 @@ def mutant_rounds(mutants: list[dict]) -> list[list[dict]]:
         Each round takes the next mutant of the exercises with the most left (ties: the first
         named), which needs the fewest rounds: max(most of one exercise, ceil(all / (exercises - 1))).
     """
+    position = {id(m): i for i, m in enumerate(mutants)}
     queues: dict[str, list[dict]] = {}
     for m in mutants:
         queues.setdefault(m["cell"], []).append(m)
@@ -138,7 +139,7 @@ def mutant_rounds(mutants: list[dict]) -> list[list[dict]]:
     while any(queues.values()):
         busiest = sorted((c for c in order if queues[c]), key=lambda c: -len(queues[c]))[:limit]
         picked = [queues[c].pop(0) for c in busiest]
-        rounds.append(sorted(picked, key=lambda m: next(i for i, x in enumerate(mutants) if x is m)))
+        rounds.append(sorted(picked, key=lambda m: position[id(m)]))
     return rounds
 
 
