@@ -117,7 +117,7 @@ def course(request, tmp_path_factory):
 
     def make(name):
         if name not in made:
-            todo = [n for n in selected(request, "course") if n not in made] or [name]
+            todo = [n for n in selected(request, "course") if n not in made]
             if name not in todo:
                 todo.append(name)
             folders = {n: tmp_path_factory.mktemp(n) for n in todo}   # here: tmp_path_factory is not for threads
@@ -160,8 +160,8 @@ def graded(request, course):
 
     def grade(name):
         if name not in done:
-            todo = [n for n in selected(request, "graded") if n not in done] or [name]
-            todo = sorted(set(todo) | {name}, key=submissions, reverse=True)
+            todo = {n for n in selected(request, "graded") if n not in done} | {name}
+            todo = sorted(todo, key=submissions, reverse=True)
             for n in todo:
                 course(n)   # released before the threads start (the first call releases them all)
             done.update(zip(todo, two_at_a_time(lambda n: grade_lesson(course(n), n), todo)))

@@ -14,7 +14,6 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "hub"))
 import accounts  # noqa: E402
-import classroom  # noqa: E402
 
 HEADER = "id,first_name,last_name,email\n"
 
@@ -25,7 +24,7 @@ def roster(tmp_path, *ids, header=HEADER):
     return path
 
 
-def test_the_example_roster_gives_its_learners(tmp_path):
+def test_a_roster_of_new_names_gives_its_learners(tmp_path):
     # fresh names: none of them an account on this machine
     assert accounts.read_learners(roster(tmp_path, "zq_ada", "zq_alan"), "zq_teacher") == ["zq_ada", "zq_alan"]
 
