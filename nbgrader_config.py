@@ -80,6 +80,16 @@ c.Autograde.autograde_preprocessors = [HardenedExecute, IgnorePattern, ClearMeta
 # c.LateSubmissionPlugin.penalty_method = "zero"
 # Feedback shows each test's outcome, never the hidden tests' code.
 c.GenerateFeedback.preprocessors = [GetGrades, HideTestsInFeedback, CSSHTMLHeaderPreprocessor]
+# A learner's text is shown as text, never run, in the instructor's Formgrader (its submission view; on the hub
+# a JupyterHub admin's own server) and on feedback pages. Both are nbconvert's HTMLExporter made with this file's
+# config (nbgrader 0.9.6: formgrader.py's HTMLExporter(config=self.config); generate_feedback's exporter class).
+# sanitize_html cleans outputs (HTML and markdown; JavaScript and widget outputs are dropped), but nbgrader's
+# templates (formgrade, feedback) render markdown cells, written answers included, with markdown2html alone:
+# SafeMarkdown replaces that filter, keeping only what markdown makes; the rest shows as text
+# (course_utils.grader.reports.safe_html; tests/grader/test_reports.py, tests/browser/test_formgrader.py).
+from course_utils.grader.reports import SafeMarkdown  # noqa: E402
+c.HTMLExporter.sanitize_html = True
+c.HTMLExporter.filters = {"markdown2html": SafeMarkdown}
 # `nbgrader validate` and the Validate button run the student's own notebook in a normal kernel.
 validate_like_grading(c)   # the grader's limit per cell: Validate stops a cell where grading would
 # Huge outputs (a print in a loop) are cut, so feedback stays readable.

@@ -21,6 +21,12 @@ written answers (its grades.csv has them in "written: grade by hand" columns, ou
 max_score): lms says so for each such lesson, whose points then leave them out; nbgrader's export
 counts them, with the scores given in Formgrader.
 
+Both write CSV as the folder grader does (course_utils.grader.reports.write_csv): a cell that a
+spreadsheet would take for a formula (= + - @, a tab or a carriage return first, not a number) starts
+with a single quote, which reading a file takes off again, so merging merged files changes nothing.
+`nbgrader export` writes its CSV with neither quoting nor that rule (a name with a comma breaks its
+row, one starting with = is a formula): lms reads it and writes every cell by the rule.
+
 Exit status: 0; 2: bad input (a file that is not one of these CSVs, conflicting rows, an unusable
 roster or --out), a one-line error and nothing written; 3 (lms): written, but graded learners are
 missing from the roster. Files are written to a temporary file and renamed into place.
@@ -34,6 +40,7 @@ import os
 import sys
 from pathlib import Path
 
+from course_utils.grader import reports
 from course_utils.grader.reports import WRITTEN_COLUMN, BadInput, clean, shown, write_new
 
 EXIT_BAD_INPUT = 2
@@ -45,10 +52,12 @@ ROSTER = ["id", "first_name", "last_name", "email"]
 
 
 def read_csv(path: Path) -> list[list[str]]:
-    """The rows of a CSV file (header first), or BadInput naming the file."""
+    """The rows of a CSV file (header first), or BadInput naming the file. Cells are read as
+    reports.read_csv reads them: a cell the course quoted so that no spreadsheet takes it for a
+    formula is read as the text it was made of (and written quoted again, never twice)."""
     try:
         with open(path, encoding="utf-8-sig", errors="surrogateescape", newline="") as f:
-            rows = [r for r in csv.reader(f) if r]
+            rows = [r for r in reports.read_csv(f) if r]
     except (OSError, csv.Error) as e:
         raise BadInput(f"cannot read {shown(path)} ({clean(e)})") from None
     if not rows:
@@ -176,7 +185,7 @@ def write_csv(out: Path, rows: list[list[str]]) -> None:
     out = Path(out)
     if out.is_dir() or not out.parent.is_dir() or not os.access(out.parent, os.W_OK):
         raise BadInput(f"cannot write the file {shown(out)}")
-    tmp = write_new(out, lambda f: csv.writer(f).writerows(rows))
+    tmp = write_new(out, lambda f: reports.write_csv(f, rows))
     try:
         os.replace(tmp, out)
     finally:

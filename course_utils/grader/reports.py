@@ -13,6 +13,18 @@ file is written to a temporary file and renamed into place once everything is pr
 error while writing leaves what was there as it was (a failing rename leaves grades.csv as it
 was). Learner-controlled text (file names, judges' messages quoting their values, notes) may
 hold lone surrogates or control characters: clean() and clean_name() make it writable.
+
+A learner's text is inert wherever it is written or shown:
+- in every CSV file the course writes (grades.csv here, classgrades' merge and LMS files), a cell that
+  a spreadsheet would take for a formula (one that starts with = + - @, a tab or a carriage return,
+  OWASP's rule, and is not a plain number such as -1.5) starts with a single quote: write_csv() and
+  read_csv() are the course's only CSV writer and reader, csv_cell() and cell_text() their cells, so
+  what is read back is what was given (a cell is never quoted twice, and a grades.csv written before
+  the rule reads the same);
+- in the HTML of nbgrader's Formgrader and feedback pages (nbgrader_config.py): SafeMarkdown, the
+  markdown filter of nbconvert's HTMLExporter that both use, keeps only the tags, attributes and
+  links that markdown makes (safe_html()), so a written answer's <script>, event handlers,
+  javascript: links, styles and forms show as text or go.
 """
 
 from __future__ import annotations
@@ -24,6 +36,9 @@ import re
 import secrets
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+import jinja2
+from traitlets.config import LoggingConfigurable
 
 from course_utils.grader import feedback
 from course_utils.grader.lessonfile import Lesson
@@ -58,6 +73,92 @@ def clean_name(name: str) -> str:
         text = str(name).encode("utf-8", "backslashreplace").decode("utf-8")
     text = _NAME_CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text).replace("/", "\\x2f")
     return text if text not in ("", ".", "..") else f"_{text}"
+
+
+# ---------------------------------------------------------------------------------------------
+# CSV files: no cell is a formula
+
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")   # what makes a spreadsheet read a cell as a formula (OWASP)
+_NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?\Z")   # -1.5, +2, 1e+06: numbers stay numbers
+
+
+def _quoted(cell: str) -> bool:
+    """Whether cell, as read from a file, is one that csv_cell() quoted."""
+    return cell[:1] == "'" and cell[1:2] in (*FORMULA_START, "'")
+
+
+def csv_cell(text) -> str:
+    """text as a cell of a CSV file the course writes: one a spreadsheet would run as a formula
+    (it starts with = + - @, a tab or a carriage return and is not a plain number) gets a leading
+    single quote, as OWASP's rule says. So does text that would read back as quoted (a quote, then
+    one of those or a quote): cell_text() gives text back, for every text."""
+    text = str(text)
+    if (text[:1] in FORMULA_START and not _NUMBER.match(text)) or _quoted(text):
+        return "'" + text
+    return text
+
+
+def cell_text(cell: str) -> str:
+    """The text csv_cell() made cell of (a cell written before the rule is its own text)."""
+    return cell[1:] if _quoted(cell) else cell
+
+
+def write_csv(f, rows) -> None:
+    """rows (lists of text) into the open file f as CSV, every cell through csv_cell()."""
+    csv.writer(f).writerows([csv_cell(c) for c in r] for r in rows)
+
+
+def read_csv(f) -> list[list[str]]:
+    """The rows of the CSV file open as f, every cell through cell_text(): what write_csv() was given."""
+    return [[cell_text(c) for c in r] for r in csv.reader(f)]
+
+
+# ---------------------------------------------------------------------------------------------
+# HTML of nbgrader's pages: no script
+
+SAFE_TAGS = frozenset({
+    "p", "br", "hr", "h1", "h2", "h3", "h4", "h5", "h6", "em", "strong", "b", "i", "u", "s", "del", "ins", "mark",
+    "small", "sub", "sup", "code", "kbd", "samp", "var", "pre", "blockquote", "q", "cite", "abbr", "ul", "ol", "li",
+    "dl", "dt", "dd", "a", "table", "caption", "thead", "tbody", "tfoot", "tr", "th", "td", "span", "div"})
+SAFE_ATTRIBUTES = {"a": {"href", "title"}, "abbr": {"title"}, "ol": {"start"}, "th": {"align", "style"},
+                   "td": {"align", "style"}, "span": {"style"}}
+SAFE_CSS = ["text-align", "color"]   # a table column's alignment; lesson 01's <span style="color:..."> words
+# classes markdown makes (pygments' tokens, "highlight", "anchor-link"), never the page's own ("score", "tabbable")
+_SAFE_CLASS = re.compile(r"(?:[a-z]{1,2}\d?|highlight|hl-[\w-]+|language-[\w-]+|anchor-link)\Z")
+
+
+def _safe_attribute(tag: str, name: str, value: str) -> bool:
+    if name == "class":
+        return tag in ("span", "div", "pre", "code", "a") and all(_SAFE_CLASS.match(c) for c in value.split())
+    return name in SAFE_ATTRIBUTES.get(tag, ())
+
+
+def safe_html(html: str) -> str:
+    """html (markdown rendered by nbconvert) with only what markdown makes: SAFE_TAGS with
+    SAFE_ATTRIBUTES, links to http(s), mailto or a relative address, styles of SAFE_CSS only.
+    Anything else (a script, an event handler, a javascript: or data: address, a style, a form, an
+    iframe, an svg) is shown as text or dropped; comments are dropped. So is an image: the page
+    would fetch, with the instructor's cookies, an address the learner chose (the course's
+    markdown has none)."""
+    import bleach
+    from bleach.css_sanitizer import CSSSanitizer
+
+    return bleach.clean(str(html), tags=SAFE_TAGS, attributes=_safe_attribute, protocols={"http", "https", "mailto"},
+                        css_sanitizer=CSSSanitizer(allowed_css_properties=SAFE_CSS), strip=False,
+                        strip_comments=True)
+
+
+class SafeMarkdown(LoggingConfigurable):
+    """The markdown2html filter of the nbconvert HTMLExporter that holds it (c.HTMLExporter.filters in
+    nbgrader_config.py), its HTML through safe_html(). nbgrader's Formgrader (its submission view)
+    and `nbgrader generate_feedback` render every markdown cell, written answers included, with
+    their own templates, which call markdown2html without nbconvert's sanitizer even when
+    HTMLExporter.sanitize_html is on; the filter is where both pass."""
+
+    jinja_pass_arg = jinja2.pass_context(lambda: None).jinja_pass_arg   # Jinja gives the filter its context
+
+    def __call__(self, context, source) -> str:
+        return safe_html(self.parent.markdown2html(context, source))
 
 
 def shown(path) -> str:
@@ -98,7 +199,7 @@ def read_grades(out: Path, lesson: Lesson) -> list[list[str]]:
         raise BadInput(f"{shown(path)} is not a file; give another --out")
     try:
         with open(path, encoding="utf-8-sig", errors="surrogateescape", newline="") as f:
-            rows = list(csv.reader(f))
+            rows = read_csv(f)
     except (OSError, csv.Error) as e:
         raise BadInput(f"cannot read {shown(path)} ({clean(e)}); move it away or give another --out") from None
     want = header(lesson)
@@ -174,11 +275,8 @@ def write_reports(results: list[Result], lesson: Lesson, out: Path) -> None:
             path.parent.mkdir(parents=True, exist_ok=True)
             written.append((write_new(path, lambda f, text=text: f.write(text)), path))
 
-        def write_csv(f):
-            w = csv.writer(f)
-            w.writerow(header(lesson))
-            w.writerows(rows)
-        written.append((write_new(out / "grades.csv", write_csv), out / "grades.csv"))
+        written.append((write_new(out / "grades.csv", lambda f: write_csv(f, [header(lesson), *rows])),
+                        out / "grades.csv"))
         for tmp, path in written:
             os.replace(tmp, path)
     finally:

