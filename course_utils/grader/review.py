@@ -1,8 +1,22 @@
 """A static read of a submission's answers for the instructor: code that reaches outside its exercise.
 
 Scores never depend on it (course_utils.grader.grade decides them outside the learner's process); it
-tells an instructor which submissions to open and read. An answer is flagged when it
+tells an instructor which submissions to open and read. It reads what the grader runs: the grader
+runs each cell through IPython (course_utils.grader.cellrunner, InteractiveShell.run_cell), so the
+review first transforms the cell as IPython does (its own inputtransformer2.TransformerManager,
+then the one-line step of InteractiveShell.transform_cell: `ls -la`, `time f()` are magics there)
+and reads the Python that comes out. An answer is flagged when it
 
+- cannot be read: what IPython makes of it does not parse, holds a null byte, or costs the
+  transform too much ("cannot be read: ..."); never left unflagged, since review cannot say what it does;
+- uses IPython's own syntax: a shell command (`!ls`, `x = !ls`), a line or cell magic (`%pwd`,
+  `%%capture`, `%time f()`, `ls -la` on a line of its own) or help (`?`), each named; the code a
+  magic runs (`%%capture`'s cell, `%time`'s line) is read too;
+- creates a process (os.fork, os.system, os.posix_spawn, os.exec*, subprocess, multiprocessing,
+  torch.multiprocessing, concurrent.futures.ProcessPoolExecutor, pty, ...) in any spelling: import,
+  attribute, alias, getattr(os, "fork"), importlib.import_module("subprocess"): a child process is
+  outside every check the tests make in the learner's process (lesson 04's "without autograd" and
+  03's "predict, don't measure" watch that process's threads);
 - imports a module that touches the process, files, network, the interpreter or the grading
   machinery (os, subprocess, ctypes, IPython, course_utils.judging, ...);
 - calls exec, eval, compile, __import__, open, globals, get_ipython and their kind;
@@ -26,14 +40,24 @@ tells an instructor which submissions to open and read. An answer is flagged whe
 - uses torch's private API (torch._C, torch.autograd.profiler._disable_profiler, ...): what can turn
   off the tests' own instruments (lesson 04's profiler, record_function events) from inside.
 
+torch.func is not flagged: lesson 07 teaches it, and in lesson 04's "without autograd" exercise its
+use in the learner's process is seen and scored by the test itself (backward nodes, dual tensors; a
+plausible mistake, tests/mutants/04-mlp-backprop.json "forward_mode_jacfwd"); what escapes that
+test is a child process, which is flagged.
+
     >>> flags("import os\\ndef f(x):\\n    return eval(x)")
     ['calls eval', 'imports os']
+    >>> flags("%pwd\\nimport os")
+    ['imports os', 'runs the %pwd line magic']
 
 Not a sandbox and not a verdict: a determined cheat can hide from any static scan, and a flag
 only says "read this one". The lessons' solutions and second solutions raise no flag (tests/).
 """
 
 import ast
+import builtins
+import functools
+import keyword
 import re
 
 MAX_SOURCE = 200_000  # longer answers are flagged unread (the lessons' solutions are under 5,000)
@@ -75,41 +99,229 @@ GRAD_MODE = {"enable_grad", "set_grad_enabled", "_set_grad_enabled", "grad_mode"
 DICT_WRITES = {"update", "setdefault", "pop", "popitem", "clear", "__setitem__", "__delitem__", "__ior__"}
 
 
+# Process creation, by module (every name in it) and by function; then names distinctive enough to
+# mean it wherever they stand (an attribute of an object review cannot resolve, a string handed to
+# getattr or get_context), with the flag each gives.
+PROCESS_MODULES = ("subprocess", "_posixsubprocess", "multiprocessing", "_multiprocessing", "torch.multiprocessing",
+                   "pty", "concurrent.futures.process", "asyncio.subprocess",
+                   "torch.distributed.elastic.multiprocessing", "torch.utils.cpp_extension")
+OS_PROCESS = ("fork", "forkpty", "posix_spawn", "posix_spawnp", "system", "popen",
+              "spawnl", "spawnle", "spawnlp", "spawnlpe", "spawnv", "spawnve", "spawnvp", "spawnvpe",
+              "execl", "execle", "execlp", "execlpe", "execv", "execve", "execvp", "execvpe")
+PROCESS_FUNCTIONS = {f"{m}.{f}" for m in ("os", "posix", "nt") for f in OS_PROCESS} | {
+    "concurrent.futures.ProcessPoolExecutor", "asyncio.create_subprocess_exec", "asyncio.create_subprocess_shell"}
+PROCESS_NAMES = {**{f: f"os.{f}" for f in OS_PROCESS if f != "system"},   # platform.system() is no process
+                 "subprocess": "subprocess", "_posixsubprocess": "subprocess", "Popen": "subprocess",
+                 "fork_exec": "subprocess", "multiprocessing": "multiprocessing", "forkserver": "multiprocessing",
+                 "ProcessPoolExecutor": "concurrent.futures.ProcessPoolExecutor",
+                 "create_subprocess_exec": "asyncio.create_subprocess_exec",
+                 "create_subprocess_shell": "asyncio.create_subprocess_shell"}
+_PROCESS = frozenset(PROCESS_MODULES) | PROCESS_FUNCTIONS
+_PROCESS_ROOTS = frozenset(name.partition(".")[0] for name in _PROCESS)
+# What IPython's input transformations write for its own syntax: get_ipython().METHOD(...)
+IPYTHON_CALLS = {"run_line_magic", "run_cell_magic", "system", "getoutput", "show_usage"}
+# Reading IPython syntax re-tokenizes the whole cell once per magic, shell or help escape (IPython's
+# own TransformerManager, a few microseconds a character): past this many characters tokenized, for
+# one answer and the magics' cells inside it, the answer is flagged unread (a 200,000-character
+# answer with 500 escapes would take minutes; a plain one costs its length, once). Magics' cells
+# inside magics' cells are read this deep.
+TRANSFORM_BUDGET = 400_000
+TOO_COSTLY = f"its IPython syntax costs too much to transform (over {TRANSFORM_BUDGET:,} characters tokenized)"
+MAX_DEPTH = 16
+MAX_OPTION_WORDS = 6  # a line magic's leading words tried as options before its code
+
+
+class _Unreadable(Exception):
+    """What IPython makes of a cell cannot be read: the message says why."""
+
+
+class _TooCostly(_Unreadable):
+    """Reading it would cost too much: flags the whole answer, even from a magic's cell inside it."""
+
+
 def flags(source: str, lesson_names: set[str] = frozenset(), own_names: set[str] = frozenset()) -> list[str]:
     """What in one answer cell's source an instructor may want to read, as short phrases.
 
     Inputs:
-    - source: the answer cell's text, as submitted
+    - source: the answer cell's text, as submitted (IPython syntax included)
     - lesson_names: names the lesson's own (non-answer) cells define; rebinding one is flagged
     - own_names: names the exercise itself defines in the instructor's solution (never flagged)
-    Returns: a sorted list of distinct phrases ("imports os", "calls eval", ...); [] when clean.
+    Returns: a sorted list of distinct phrases ("imports os", "calls eval", ...); [] when clean; one
+    phrase "cannot be read: ..." for an answer review cannot read (what IPython makes of it does not
+    parse, holds a null byte, or costs too much to transform).
     """
     if not isinstance(source, str):
         return ["the answer is not text"]
     if len(source) > MAX_SOURCE:
         return [f"the answer is over {MAX_SOURCE:,} characters long"]
-    if "\0" in source:
-        return []  # a null byte: the cell fails when it runs (SyntaxError; ValueError before Python 3.11.4)
     try:
-        return _flags(ast.parse(source), lesson_names, own_names)
-    except SyntaxError:
-        return []  # the grader already reports it: the cell fails when it runs
-    except (ValueError, RecursionError, MemoryError):  # absurdly deep nesting, or what else ast refuses
-        return ["the answer could not be read by the review"]
+        return sorted(_Reader(set(lesson_names), set(own_names)).flags(source))
+    except _Unreadable as e:
+        return [f"cannot be read: {e}"]
 
 
-def _flags(tree: ast.Module, lesson_names: set[str], own_names: set[str]) -> list[str]:
+class _Reader:
+    """Reads one answer (and the cells of the magics inside it) as IPython runs it, within one budget."""
+
+    def __init__(self, lesson_names: set[str] = frozenset(), own_names: set[str] = frozenset()):
+        self.lesson_names, self.own_names = lesson_names, own_names
+        self.left = TRANSFORM_BUDGET
+
+    def spend(self, chars: int) -> None:
+        self.left -= chars
+        if self.left < 0:
+            raise _TooCostly(TOO_COSTLY)
+
+    def code(self, source: str) -> str:
+        """The Python IPython runs for source: InteractiveShell.transform_cell's static step (IPython's
+        own TransformerManager) and, for a cell of one line, its dynamic step as a fresh shell takes it."""
+        from IPython.core.inputtransformer2 import TransformerManager
+        manager = TransformerManager()
+        step = manager.do_one_token_transform
+
+        def counted(lines):  # each step re-tokenizes the whole cell
+            self.spend(sum(map(len, lines)))
+            return step(lines)
+
+        manager.do_one_token_transform = counted
+        try:
+            code = manager.transform_cell(source)
+        except _Unreadable:
+            raise
+        except Exception as e:  # noqa: BLE001 - IPython does not run what it cannot transform; review cannot read it
+            raise _Unreadable(f"IPython cannot transform it ({type(e).__name__})") from None
+        if len(code.splitlines()) == 1:
+            code = _one_line(code.rstrip("\n"), self.lesson_names | self.own_names) + "\n"
+        return code
+
+    def tree(self, source: str) -> ast.Module:
+        code = self.code(source)
+        if "\0" in code:  # Python refuses it (SyntaxError, or ValueError before 3.11.4): the cell does not run
+            raise _Unreadable("it holds a null byte")
+        try:  # IPython runs top-level await (autoawait)
+            return compile(code, "<answer>", "exec", ast.PyCF_ONLY_AST | ast.PyCF_ALLOW_TOP_LEVEL_AWAIT,
+                           dont_inherit=True)
+        except SyntaxError as e:
+            raise _Unreadable(f"{e.msg} (line {e.lineno})"[:120]) from None
+        except (ValueError, RecursionError, MemoryError):  # absurdly deep nesting, or what else the parser refuses
+            raise _Unreadable("too deeply nested for Python's parser") from None
+
+    def flags(self, source: str, depth: int = 0) -> set[str]:
+        tree = self.tree(source)
+        try:
+            return _flags(tree, self.lesson_names, self.own_names, lambda text: self.nested(text, depth + 1))
+        except RecursionError:
+            raise _Unreadable("too deeply nested for the review") from None
+
+    def nested(self, text: str, depth: int) -> set[str] | None:
+        """The flags of the code a magic runs (%%capture's cell, %time's line); None where it is not
+        Python (%%bash's script, %cd's folder): the magic itself is flagged by name."""
+        if depth > MAX_DEPTH:
+            raise _TooCostly(f"magics inside magics over {MAX_DEPTH} deep")
+        try:
+            return self.flags(text, depth)
+        except _TooCostly:
+            raise
+        except _Unreadable:
+            return None
+
+
+@functools.cache
+def _line_magics() -> frozenset[str]:
+    """The line magics of a fresh InteractiveShell (its init_magics): IPython's declared magics,
+    its magic aliases and its shell aliases (ls, cat, rm, ...)."""
+    from IPython.core import magics
+    from IPython.core.alias import default_aliases
+    table = getattr(magics, "BUILTIN_LAZY_MAGICS", None)
+    if table is not None:
+        names = set(table["line"])
+    else:  # IPython before the lazy table: the Magics classes carry their own
+        names = {name for cls in vars(magics).values() if isinstance(getattr(cls, "magics", None), dict)
+                 for name in cls.magics.get("line", {})}
+    return frozenset(names | {"ed", "hist", "rep"} | {alias[0] for alias in default_aliases()})
+
+
+def _one_line(line: str, known: set[str]) -> str:
+    """What InteractiveShell.transform_cell's dynamic step (prefilter_lines, single-line cells only)
+    makes of line in a fresh shell: exit and quit (IPyAutocall objects) called, a line magic named
+    first without its % (automagic: `ls -la`, `time f()`) run as one, unless an assignment follows
+    (`ls = 1`) or the name is bound: a keyword, a builtin, or a name the lesson binds (known).
+    Autocall is off and no macro exists in a fresh shell (making one takes a %macro, flagged)."""
+    from IPython.core.splitinput import LineInfo
+    if not line.strip():
+        return line
+    info = LineInfo(line)
+    ifun, rest = info.ifun, info.the_rest
+    if ifun in ("exit", "quit") and ifun not in known:  # IPyAutocallChecker, then AutoHandler
+        if rest.startswith("("):
+            return line
+        return f"{ifun}({rest[:-1]});" if rest.endswith(";") else f"{ifun}({rest})"
+    if rest and rest[0] in "=,":  # AssignmentChecker
+        return line
+    head = ifun.split(".", 1)[0]
+    if ifun in _line_magics() and not (head in known or keyword.iskeyword(head) or hasattr(builtins, head)):
+        name, _, args = f"{ifun} {rest}".partition(" ")  # MagicHandler
+        return f"{info.pre_whitespace}get_ipython().run_line_magic({name.lstrip('%')!r}, {args!r})"
+    return line
+
+
+def _ipython_call(node) -> tuple[str, list] | None:
+    """(METHOD, args) where node is get_ipython().METHOD(args): what IPython writes for a magic, a
+    shell command or help."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in IPYTHON_CALLS:
+        receiver = node.func.value
+        if isinstance(receiver, ast.Call) and isinstance(receiver.func, ast.Name) \
+                and receiver.func.id == "get_ipython" and not receiver.args and not receiver.keywords:
+            return node.func.attr, node.args
+    return None
+
+
+def _ipython_flags(method: str, args: list, nested) -> set[str]:
+    """The flags of one get_ipython().METHOD(args) call: the magic or command by name, and what the
+    code it runs does (a magic's line and cell, read as a cell of their own where they are Python)."""
+    text = [a.value if isinstance(a, ast.Constant) and type(a.value) is str else None for a in args]
+    if method in ("system", "getoutput"):
+        return {"runs a shell command (!...)"}
+    if method == "show_usage":
+        return {"uses IPython's help (?)"}
+    kind, escape = ("line", "%") if method == "run_line_magic" else ("cell", "%%")
+    name = text[0] if text else None
+    found = {f"runs the {escape}{name} {kind} magic" if name else f"runs a {kind} magic"}
+    for code in text[1:]:
+        if not (code and code.strip()):
+            continue
+        read = nested(code)
+        # a line magic's options come first (%timeit -n 1 CODE, %prun -s time CODE): the code is
+        # what parses after some of its leading words
+        words = code.split(None, MAX_OPTION_WORDS)[:MAX_OPTION_WORDS] \
+            if kind == "line" and read is None and len(code) <= 10_000 else []
+        while read is None and words:
+            code = code.lstrip()[len(words.pop(0)):]
+            read = nested(code) if code.strip() else None
+        found |= read or set()
+    return found
+
+
+def _flags(tree: ast.Module, lesson_names: set[str], own_names: set[str], nested) -> set[str]:
+    """The flags of one parsed cell; nested(text) gives those of the code a magic in it runs."""
     found = set()
-    modules = set(lesson_names) | {(a.asname or a.name).split(".")[0] for node in ast.walk(tree)
-                                   if isinstance(node, (ast.Import, ast.ImportFrom)) for a in node.names}
+    imports = [node for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom))]
+    modules = set(lesson_names) | {(a.asname or a.name).split(".")[0] for node in imports for a in node.names}
+    dotted = _Dotted(imports)
+    ipython_made = set()  # the get_ipython() of get_ipython().run_line_magic(...) and its kind: named by what they run
     for node in ast.walk(tree):
+        call = _ipython_call(node)
+        if call is not None:
+            found |= _ipython_flags(*call, nested)
+            ipython_made.add(id(node.func.value))
         if isinstance(node, ast.Import):
             for alias in node.names:
                 found |= _module_flag(alias.name)
         elif isinstance(node, ast.ImportFrom):
             found |= _module_flag(node.module or "", [a.name for a in node.names])
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in CALLS:
-            found.add(f"calls {node.func.id}")
+            if id(node) not in ipython_made:
+                found.add(f"calls {node.func.id}")
         elif isinstance(node, ast.Attribute) and node.attr in ATTRIBUTES:
             found.add(f"uses {node.attr}")
         elif (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "course_utils"
@@ -147,10 +359,82 @@ def _flags(tree: ast.Module, lesson_names: set[str], own_names: set[str]) -> lis
                 found.add(f"writes into {_shown(func.value)}")
             if _name(func) == "inference_mode" and _turns_off(node):
                 found.add("switches grad mode (inference_mode(False))")
-        found |= _steering(node) | _private_torch(node)
+        found |= _steering(node, dotted) | _private_torch(node, dotted) | _process(node, dotted)
     for name in _top_level_names(tree) & (lesson_names - own_names):
         found.add(f"redefines {name}")
-    return sorted(found)
+    return found
+
+
+class _Dotted:
+    """The dotted name an expression stands for, as far as one cell tells: os.fork, `o.fork` after
+    `import os as o`, `fork` after `from os import fork`, getattr(os, "fork"),
+    importlib.import_module("subprocess"), __import__("os").fork, sys.modules["subprocess"]. A name
+    the cell does not import stands for itself (torch, os as the lesson imported them). None for
+    anything else. Remembered per node: an attribute chain costs its length once, not squared."""
+
+    IMPORTERS = {"__import__", "builtins.__import__", "importlib.import_module", "importlib.__import__"}
+
+    def __init__(self, imports: list):
+        """imports: the cell's import statements, wherever they stand."""
+        self.aliases, self.memo = {}, {}
+        for node in imports:
+            if isinstance(node, ast.Import):
+                self.aliases.update({a.asname: a.name for a in node.names if a.asname})
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                self.aliases.update({a.asname or a.name: f"{node.module}.{a.name}"
+                                     for a in node.names if a.name != "*"})
+
+    def __call__(self, node) -> str | None:
+        if id(node) in self.memo:
+            return self.memo[id(node)]
+        chain = []  # an attribute chain, walked down without recursion however long it is
+        while isinstance(node, ast.Attribute) and id(node) not in self.memo:
+            chain.append(node)
+            node = node.value
+        name = self.memo[id(node)] if id(node) in self.memo else self._dotted(node)
+        self.memo[id(node)] = name
+        for attribute in reversed(chain):
+            name = f"{name}.{attribute.attr}" if name else None
+            self.memo[id(attribute)] = name
+        return name
+
+    def _dotted(self, node) -> str | None:
+        if isinstance(node, ast.Name):
+            return self.aliases.get(node.id, node.id)
+        if isinstance(node, ast.Call) and isinstance(node.func, (ast.Name, ast.Attribute)):
+            func, args = self(node.func), node.args
+            text = [a.value if isinstance(a, ast.Constant) and type(a.value) is str else None for a in args]
+            if func in ("getattr", "builtins.getattr") and len(args) >= 2 and text[1]:
+                base = self(args[0])
+                return f"{base}.{text[1]}" if base else None
+            if func in self.IMPORTERS and text and text[0]:
+                return text[0]
+        if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) and type(node.slice.value) is str \
+                and self(node.value) == "sys.modules":
+            return node.slice.value
+        return None
+
+
+def _process(node, dotted: _Dotted) -> set[str]:
+    """A flag where node names process creation: an import of or from a process module or function,
+    a (resolved) dotted name in one, or a name distinctive enough (fork, Popen, a string "fork")."""
+    if isinstance(node, ast.Import):
+        names = [a.name for a in node.names]
+    elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+        names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+    elif isinstance(node, (ast.Name, ast.Attribute, ast.Call, ast.Subscript)):
+        names = [dotted(node)]
+    else:
+        names = []
+    found = set()
+    for name in filter(None, names):
+        parts = name.split(".")
+        if parts[0] in _PROCESS_ROOTS:
+            found |= {f"creates a process ({known})" for known in
+                      (".".join(parts[:i]) for i in range(1, len(parts) + 1)) if known in _PROCESS}
+    if not found and not isinstance(node, (ast.Import, ast.ImportFrom, ast.alias)):
+        found = {f"creates a process ({PROCESS_NAMES[i]})" for i in _identifiers(node) if i in PROCESS_NAMES}
+    return found
 
 
 def _identifiers(node) -> list[str]:
@@ -172,7 +456,7 @@ def _identifiers(node) -> list[str]:
     return []
 
 
-def _steering(node) -> set[str]:
+def _steering(node, dotted: _Dotted) -> set[str]:
     """Flags for hooks, dispatch and function modes, grad-mode switches and __dict__ named at node."""
     found = set()
     for ident in _identifiers(node):
@@ -189,19 +473,19 @@ def _steering(node) -> set[str]:
         modules = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
     elif isinstance(node, ast.Import):
         modules = [a.name for a in node.names]
-    elif isinstance(node, ast.Attribute) and isinstance(node.value, (ast.Name, ast.Attribute)):
-        modules = [ast.unparse(node)]
+    elif isinstance(node, ast.Attribute):
+        modules = [dotted(node)] if dotted(node) else []
     for module in modules:
         if any(module == m or module.startswith(m + ".") for m in MODE_MODULES):
             found.add(f"uses a dispatch or function mode ({next(m for m in MODE_MODULES if module.startswith(m))})")
     return found
 
 
-def _private_torch(node) -> set[str]:
+def _private_torch(node, dotted: _Dotted) -> set[str]:
     """A flag where node names a private part of torch (a dotted name from torch with a part that
     starts with one underscore: torch._C, profiler._disable_profiler)."""
-    if isinstance(node, ast.Attribute):
-        names = [ast.unparse(node)]
+    if isinstance(node, (ast.Attribute, ast.Call)):
+        names = [dotted(node)] if dotted(node) else []
     elif isinstance(node, ast.Import):
         names = [a.name for a in node.names]
     elif isinstance(node, ast.ImportFrom) and node.module:
@@ -287,18 +571,28 @@ def lesson_names(lesson) -> tuple[set[str], dict[str, set[str]]]:
     {answer grade id: names its solution binds}). Variables the lesson assigns (x, model, loss) are
     left out: an answer may well reuse such a name.
 
-    Input: a course_utils.grader.lessonfile.Lesson. Cells that do not parse are skipped."""
+    Input: a course_utils.grader.lessonfile.Lesson. Cells are read as IPython runs them (a
+    `%matplotlib inline` line changes nothing); cells that cannot be read are skipped."""
+    shared, own = _lesson_names(tuple((cell.kind, cell.gid, cell.source) for cell in lesson.cells))
+    return set(shared), {gid: set(names) for gid, names in own.items()}
+
+
+@functools.lru_cache(maxsize=16)
+def _lesson_names(cells: tuple[tuple[str, str, str], ...]) -> tuple[frozenset[str], dict[str, frozenset[str]]]:
+    """lesson_names of cells given as (kind, grade id, source): the same lesson for every submission."""
     shared, own = set(), {}
-    for cell in lesson.cells:
-        try:
-            tree = ast.parse(cell.source)
-        except SyntaxError:
+    for kind, gid, source in cells:
+        if kind == "written":  # prose, never run
             continue
-        if cell.kind == "answer":
-            own[cell.gid] = _top_level_names(tree) | _top_level_names(tree, answer=False)
+        try:
+            tree = _Reader().tree(source)
+        except _Unreadable:
+            continue
+        if kind == "answer":
+            own[gid] = frozenset(_top_level_names(tree) | _top_level_names(tree, answer=False))
         else:
             shared |= _top_level_names(tree, answer=False)
-    return shared, own
+    return frozenset(shared), own
 
 
 def review(lesson, answers: dict[str, str]) -> list[str]:

@@ -1,12 +1,17 @@
 """course_utils.grader.review: what it flags for the instructor, and that the lessons' own answers raise no flag."""
 
 import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
 from pathlib import Path
 
 import pytest
 
 from course_utils.grader import lessonfile
-from course_utils.grader.review import flags, review
+from course_utils.grader.review import TOO_COSTLY, _Reader, flags, review
 
 ROOT = Path(__file__).resolve().parents[2]
 LESSONS = sorted(p.name for p in (ROOT / "solutions").iterdir() if p.name[:2].isdigit() and p.name != "00-start-here")
@@ -120,7 +125,14 @@ def test_each_kind_of_reach_is_named(source, phrase):
     "with torch.inference_mode(True):\n    y = model(x)",
     "g, = torch.autograd.grad(y, x, create_graph=True)",   # lesson 07's exercises use autograd
     "hooks = []\nx.requires_grad_()",
-    "def broken(:\n",                        # a syntax error is the grader's to report, not a flag
+    "import platform\nname = platform.system()",           # system, but not os's
+    "with torch.random.fork_rng():\n    x = torch.randn(3)",
+    "def square_fork(x):\n    return x ** 2",              # lesson 02's forks of a graph
+    "x = y % 3  # a remainder, no magic?",
+    "ls = [1, 2]",                           # a magic's name, assigned: Python, not a magic
+    "time.sleep(0)",
+    "pwd = 3; print(pwd)",
+    "await asyncio.sleep(0)",                # IPython runs top-level await
 ])
 def test_ordinary_answers_are_not_flagged(source):
     assert flags(source, SHARED) == []
@@ -131,11 +143,153 @@ def test_a_name_the_exercise_itself_defines_is_not_flagged():
 
 
 def test_unreadable_sources_get_a_flag_not_an_error():
+    """What review cannot read is flagged, never passed as clean: it cannot say what the cell does."""
     assert flags(None) == ["the answer is not text"]
-    assert flags("x = 1\0") == []  # a SyntaxError: the grader reports it when the cell runs
-    assert flags("x = " + "-" * 100_000 + "1") == ["the answer could not be read by the review"]  # MemoryError
-    assert flags("x = " + "+".join(["1"] * 90_000)) == ["the answer could not be read by the review"]  # RecursionError
+    assert flags("def broken(:\n") == ["cannot be read: invalid syntax (line 1)"]
+    assert flags("%pwd\nimport os\ndef broken(:\n") == ["cannot be read: invalid syntax (line 3)"]
+    assert flags("x = 1 \\\n!ls") == ["cannot be read: invalid syntax (line 2)"]  # IPython cannot either
+    # a null byte: Python refuses the cell (it does not run), so review flags it unread; in a magic's
+    # own cell it is that magic's business, and the magic is named
+    assert flags("x = 1\0") == ["cannot be read: it holds a null byte"]
+    assert flags("import os\0\nos.fork()") == ["cannot be read: it holds a null byte"]
+    assert flags("%%capture\nimport os\0") == ["runs the %%capture cell magic"]
+    assert flags("!echo a\0b") == ["runs a shell command (!...)"]
+    deep = ["cannot be read: too deeply nested for Python's parser"]
+    assert flags("x = " + "-" * 100_000 + "1") == deep  # MemoryError
+    assert flags("x = " + "+".join(["1"] * 90_000)) == deep  # RecursionError
     assert flags("x = 1\n" * 100_000) == ["the answer is over 200,000 characters long"]
+    assert flags("%%capture\n" * 20 + "import os") == ["cannot be read: magics inside magics over 16 deep"]
+    assert flags("!x\n" * 600) == [f"cannot be read: {TOO_COSTLY}"]
+
+
+def test_ipython_syntax_costs_review_a_bounded_time():
+    """IPython re-tokenizes the whole cell for each escape: 499 of them before 195,000 characters of
+    code take it minutes. Review stops at its budget and flags the answer unread."""
+    source = "!x\n" * 499 + "y = 1\n" * 32_500
+    start = time.monotonic()
+    assert flags(source) == [f"cannot be read: {TOO_COSTLY}"]
+    assert time.monotonic() - start < 30
+    start = time.monotonic()
+    assert flags(("x" + ".a" * 200 + "\n") * 100) == []  # long attribute chains cost their length, not its square
+    assert time.monotonic() - start < 30
+
+
+CHEAT = "torch.allclose = lambda *a, **k: True"
+
+
+@pytest.mark.parametrize("source, phrases", [
+    # one added line of IPython syntax once switched review off: the cheat after it is still named
+    ("%pwd\n" + CHEAT, ["runs the %pwd line magic"]),
+    ("!true\n" + CHEAT, ["runs a shell command (!...)"]),
+    ("!!true\n" + CHEAT, ["runs a shell command (!...)"]),
+    ("x = !ls\n" + CHEAT, ["runs a shell command (!...)"]),
+    ("x = %pwd\n" + CHEAT, ["runs the %pwd line magic"]),
+    ("?\n" + CHEAT, ["uses IPython's help (?)"]),
+    ("torch?\n" + CHEAT, ["runs the %pinfo line magic"]),
+    ("torch??\n" + CHEAT, ["runs the %pinfo2 line magic"]),
+    ("%time f()\n" + CHEAT, ["runs the %time line magic"]),
+    ("if True:\n    %pwd\n    !true\n" + CHEAT, ["runs the %pwd line magic", "runs a shell command (!...)"]),
+    ("  %pwd\n  " + CHEAT, ["runs the %pwd line magic"]),                   # an indented cell: IPython dedents it
+    (">>> " + CHEAT, []),                                                  # a pasted prompt: IPython strips it
+    ("In [1]: %pwd\n" + CHEAT, ["runs the %pwd line magic"]),
+    ("/print 1\n" + CHEAT, []),                                           # autocall escapes: plain calls
+    # the code a magic runs is read as a cell of its own
+    ("%%capture\n" + CHEAT, ["runs the %%capture cell magic"]),
+    ("%%time\n%pwd\n" + CHEAT, ["runs the %%time cell magic", "runs the %pwd line magic"]),
+    ("%%capture\n%%capture\n" + CHEAT, ["runs the %%capture cell magic"]),
+    ("%time " + CHEAT, ["runs the %time line magic"]),
+    ("%timeit -n 1 -r 1 " + CHEAT, ["runs the %timeit line magic"]),      # options before the code
+    ("%%script python\n" + CHEAT, ["runs the %%script cell magic"]),
+    ("%%bash\necho hi\n", ["runs the %%bash cell magic"]),
+    # a one-line cell is also read as IPython's shell does: a magic's name first runs it (automagic)
+    ("time " + CHEAT, ["runs the %time line magic"]),
+    ("ls -la", ["runs the %ls line magic"]),
+    ("sx (ls)", ["runs the %sx line magic"]),
+    ("exit", ["calls exit"]),
+    # spelled out by hand, the same calls are named the same way
+    ("get_ipython().system('ls')", ["runs a shell command (!...)"]),
+    ("get_ipython().run_line_magic('pwd', '')", ["runs the %pwd line magic"]),
+])
+def test_ipython_syntax_is_read_as_ipython_runs_it(source, phrases):
+    found = flags(source, SHARED)
+    cheat = CHEAT in source
+    for phrase in phrases + (["assigns to torch.allclose"] if cheat else []):
+        assert phrase in found, (source, found)
+    assert "calls get_ipython" not in found, "what IPython writes for its own syntax is named by what it runs"
+    assert not any(f.startswith("cannot be read") for f in found), found
+
+
+def test_review_transforms_cells_as_a_fresh_ipython_shell_does():
+    """The review's reading of IPython syntax is InteractiveShell.transform_cell's: compared cell by
+    cell with a real shell (its own IPYTHONDIR, in a child process: the shell is a singleton)."""
+    cells = ["%pwd\nimport os", "!true\nx = 1", "%%capture\nimport os", "x = !ls\ny = 2", "?\nz = 1",
+             "os?\n", "%time f()", "time f()", "ls -la", "pwd", "rm -rf", "run(3)", "time(3)", "time.sleep(1)",
+             "cd /tmp", "ls", "x = 1; ls", "time import os; os.system('x')", "exit", "quit()", "quit 3",
+             "exit;", "who", "pwd = 3", "ls, x = 1, 2", "ls -la\n", "  %pwd\nx = 1", "sx (ls)", "system ls",
+             "print(1)", "", "   ", "\n\n", "x", "def f(): pass", "time.time()", "ll", "if True: ls",
+             "ls.x", "ls[0]", "ls == 3", "ls += 1", "ls (1)", "  time f()", "timeit -n1 pass", "%%time\nls",
+             ">>> ls", "In [1]: time 1", "help", "print ls", "await x", "x = %pwd", "!!ls", "/f a", ",f a b",
+             ";f a b", "env X=1", "load x.py", "matplotlib inline", "x = 1 \\\n!ls", "/" * 20 + "x"]
+    shell = ("import json, sys\n"
+             "from IPython.core.interactiveshell import InteractiveShell\n"
+             "shell = InteractiveShell.instance()\n"
+             "print(json.dumps([shell.transform_cell(c) for c in json.loads(sys.stdin.read())]))\n")
+    with tempfile.TemporaryDirectory() as ipythondir:
+        out = subprocess.run([sys.executable, "-c", shell], input=json.dumps(cells), capture_output=True, text=True,
+                             env={**os.environ, "IPYTHONDIR": ipythondir}, timeout=120, check=True)
+    ipython = json.loads(out.stdout.strip().splitlines()[-1])
+    for cell, want in zip(cells, ipython, strict=True):
+        assert _Reader().code(cell) == want, cell
+
+
+PROCESS = "creates a process"
+
+
+@pytest.mark.parametrize("source, phrase", [
+    ("import os\nif os.fork() == 0:\n    pass", "os.fork"),
+    ("os.forkpty()", "os.forkpty"),
+    ("os.posix_spawn('/bin/sh', ['sh'], {})", "os.posix_spawn"),
+    ("os.posix_spawnp('sh', ['sh'], {})", "os.posix_spawnp"),
+    ("os.spawnv(os.P_WAIT, '/bin/true', ['true'])", "os.spawnv"),
+    ("os.system('true')", "os.system"),
+    ("os.popen('ls').read()", "os.popen"),
+    ("os.execv('/bin/true', ['true'])", "os.execv"),
+    ("from os import fork\nfork()", "os.fork"),
+    ("from os import system as run\nrun('true')", "os.system"),
+    ("import os as o\no.system('true')", "os.system"),
+    ("import posix\nposix.fork()", "posix.fork"),
+    ("getattr(os, 'fork')()", "os.fork"),
+    ("getattr(os, 'system')('true')", "os.system"),
+    ("__import__('os').fork()", "os.fork"),
+    ("importlib.import_module('os').fork()", "os.fork"),
+    ("libc = ctypes.CDLL(None)\nlibc.fork()", "os.fork"),            # an object review cannot resolve
+    ("import subprocess", "subprocess"),
+    ("from subprocess import run\nrun(['true'])", "subprocess"),
+    ("importlib.import_module('subprocess').run(['true'])", "subprocess"),
+    ("sys.modules['subprocess'].run(['true'])", "subprocess"),
+    ("p = Popen(['true'])", "subprocess"),
+    ("import multiprocessing as m\nm.Process(target=f).start()", "multiprocessing"),
+    ("from multiprocessing import Pipe, Process", "multiprocessing"),
+    ("import torch.multiprocessing as mp\nctx = mp.get_context('fork')", "torch.multiprocessing"),
+    ("from torch import multiprocessing\nmultiprocessing.Process(target=f)", "torch.multiprocessing"),
+    ("from torch import multiprocessing as mp", "torch.multiprocessing"),
+    ("ctx = torch.multiprocessing.get_context('fork')", "torch.multiprocessing"),
+    ("ctx = torch.multiprocessing.get_context('fork')", "os.fork"),    # the start method named too
+    ("getattr(torch, 'multiprocessing').spawn(f)", "torch.multiprocessing"),
+    ("importlib.import_module('torch.multiprocessing')", "torch.multiprocessing"),
+    ("from concurrent.futures import ProcessPoolExecutor", "concurrent.futures.ProcessPoolExecutor"),
+    ("import concurrent.futures\nconcurrent.futures.ProcessPoolExecutor(2)", "concurrent.futures.ProcessPoolExecutor"),
+    ("from concurrent import futures\nfutures.ProcessPoolExecutor(2)", "concurrent.futures.ProcessPoolExecutor"),
+    ("import pty\npty.spawn('sh')", "pty"),
+    ("from pty import fork", "pty"),
+    ("await asyncio.create_subprocess_exec('true')", "asyncio.create_subprocess_exec"),
+    ("from torch.utils.cpp_extension import load_inline", "torch.utils.cpp_extension"),
+    ("%%capture\nimport os\nos.fork()", "os.fork"),                   # behind a magic too
+])
+def test_each_spelling_of_process_creation_is_named(source, phrase):
+    """A child process is outside every check the tests make in the learner's process (lesson 04's
+    "without autograd", 03's "predict, don't measure"): each spelling is named."""
+    assert f"{PROCESS} ({phrase})" in flags(source, SHARED)
 
 
 @pytest.mark.parametrize("name", LESSONS)
@@ -152,6 +306,24 @@ def test_the_lessons_solutions_second_solutions_and_mutants_raise_no_flag(name):
             continue
         source = solution[mutant["cell"]].replace(mutant["old"], mutant["new"])
         assert review(lesson, {mutant["cell"]: source}) == [], mutant["student"]
+
+
+@pytest.mark.parametrize("name", LESSONS)
+def test_the_lessons_cheats_are_named_as_well_behind_an_ipython_line(name):
+    """The red team's bypass: one `%pwd` (or `!true`, `%%capture`) line above a flagged cheat once took
+    every flag away. Each cheat of tests/mutants keeps its flags behind one, and the line is named too."""
+    lesson = lessonfile.load_lesson(ROOT / "solutions" / name / f"{name}.ipynb")
+    cheats = [m for m in json.loads((ROOT / "tests" / "mutants" / f"{name}.json").read_text()) if "source" in m]
+    def phrases(lines):
+        assert len(lines) == 1 and lines[0].startswith(f"{mutant['cell']}: "), lines
+        return set(lines[0].split(": ", 1)[1].split(", "))
+
+    for mutant in cheats:
+        plain = phrases(review(lesson, {mutant["cell"]: mutant["source"]}))
+        for line, phrase in (("%pwd\n", "runs the %pwd line magic"), ("!true\n", "runs a shell command (!...)"),
+                             ("%%capture\n", "runs the %%capture cell magic")):
+            hidden = phrases(review(lesson, {mutant["cell"]: line + mutant["source"]}))
+            assert hidden == plain | {phrase}, (mutant["student"], line, hidden)
 
 
 def test_review_names_the_cell():
@@ -196,15 +368,61 @@ def mlp_backward(model, X, y, lam):
 """
 
 
+MLP_BACKWARD_IN_A_FORKED_CHILD = """
+def mlp_backward(model, X, y, lam):
+    # torch.func.grad in a child made with torch.multiprocessing's fork context: the test's profiler
+    # and node count watch the learner's process only; the gradients come back through a pipe
+    import torch.multiprocessing as mp
+    ctx = mp.get_context("fork")
+    here, there = ctx.Pipe()
+    def J(params):
+        Ws, bs = params
+        H = X.reshape(X.shape[0], -1)
+        for i, (W, b) in enumerate(zip(Ws, bs)):
+            H = H @ W + b
+            if i < len(Ws) - 1:
+                H = torch.relu(H)
+        return F.cross_entropy(H, y) + lam / 2 * sum((W ** 2).sum() for W in Ws)
+    def child():
+        there.send(torch.func.grad(J)(([W.detach() for W in model.weights], [b.detach() for b in model.biases])))
+    p = ctx.Process(target=child)
+    p.start()
+    gW, gb = here.recv()
+    p.join()
+    return list(gW), list(gb)
+"""
+
+PREDICT_SAVED_MEASURED_IN_A_CHILD = """
+def predict_saved(n, d, h, o, dtype=torch.float32, x_requires_grad=False):
+    # measures in a forked child, where the test's own saved-tensor hooks are not installed
+    r, w = os.pipe()
+    if os.fork() == 0:
+        saved = []
+        with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t) or t, lambda t: t):
+            net = nn.Sequential(nn.Linear(d, h), nn.Tanh(), nn.Linear(h, o)).to(dtype)
+            (net(torch.randn(n, d, dtype=dtype, requires_grad=x_requires_grad)) ** 2).mean()
+        os.write(w, repr(len(saved)).encode())
+        os._exit(0)
+    return (int(os.read(r, 100)), 0, 0)
+"""
+
+
 @pytest.mark.parametrize("name, gid, source, phrase", [
     ("03-pytorch-autograd", "l03_predict_saved", PREDICT_SAVED_MEASURED, "installs hooks (saved_tensors_hooks)"),
+    ("03-pytorch-autograd", "l03_predict_saved", PREDICT_SAVED_MEASURED_IN_A_CHILD, "creates a process (os.fork)"),
+    ("04-mlp-backprop", "l04_mlp_backward", MLP_BACKWARD_IN_A_FORKED_CHILD, "creates a process (torch.multiprocessing)"),
+    ("04-mlp-backprop", "l04_mlp_backward", "%pwd\n" + MLP_BACKWARD_BY_AUTOGRAD, "switches grad mode (enable_grad)"),
+    ("04-mlp-backprop", "l04_mlp_backward", "%pwd\n" + MLP_BACKWARD_BY_AUTOGRAD, "runs the %pwd line magic"),
+    ("03-pytorch-autograd", "l03_predict_saved", "%%capture\n" + PREDICT_SAVED_MEASURED,
+     "installs hooks (saved_tensors_hooks)"),
     ("04-mlp-backprop", "l04_mlp_backward", MLP_BACKWARD_BY_AUTOGRAD, "switches grad mode (enable_grad)"),
     ("01-circuits", "l01_circuit_grads", "import course_utils.checks as c\nc.__dict__['check_floats'] = lambda *a, **k: None",
      "writes into c.__dict__"),
 ])
 def test_the_red_teams_answers_are_named(name, gid, source, phrase):
-    """Answers that scored full marks by shadowing the tests' hooks, switching grad mode back on, or
-    rebinding a module's attributes through its __dict__: named for the instructor."""
+    """Answers that scored full marks by shadowing the tests' hooks, switching grad mode back on,
+    rebinding a module's attributes through its __dict__, or working in a child process, and the
+    same behind one line of IPython syntax: named for the instructor."""
     lesson = lessonfile.load_lesson(ROOT / "solutions" / name / f"{name}.ipynb")
     lines = review(lesson, {gid: source})
     assert len(lines) == 1 and lines[0].startswith(f"{gid}: ") and phrase in lines[0], lines
