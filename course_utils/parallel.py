@@ -8,7 +8,9 @@
     run_workers(show_rank, world_size=2)     # [3.0, 3.0]: one result per rank, in rank order
 
 `run_workers` starts world_size processes, joins them into a process group (NCCL when there is a
-GPU per rank, else gloo) through a store this process hosts on a free localhost port, calls
+GPU per rank, else gloo) through a torch.distributed.FileStore in a private temporary folder (mode
+0700, removed afterwards: nothing listens on the network for it, so no other user of the machine
+can reach it; gloo's own sockets between the ranks listen on the loopback interface only), calls
 fn(rank, world_size, *args) in each and returns the results; what a worker prints comes back
 prefixed with its rank. Workers are always reaped: after a failure in any rank (WorkerError names
 the rank and shows its traceback), at the timeout, or on an interrupt, the rest are terminated.
@@ -32,6 +34,8 @@ import multiprocessing as mp
 import os
 import pickle
 import queue
+import shutil
+import socket
 import sys
 import tempfile
 import time
@@ -45,8 +49,6 @@ import torch.distributed as dist
 from course_utils.exercises import NOT_ATTEMPTED
 
 __all__ = ["run_workers", "WorkerError", "pick_backend", "worker_device", "init_from_env"]
-
-_HOST = "127.0.0.1"
 
 
 class WorkerError(RuntimeError):
@@ -169,7 +171,7 @@ def _to_cpu(obj):
     return {k: _to_cpu(v) for k, v in obj.items()} if isinstance(obj, dict) else obj
 
 
-def _worker(rank: int, world_size: int, backend: str, port: int, timeout: float, payload: bytes, results) -> None:
+def _worker(rank: int, world_size: int, backend: str, store_file: str, timeout: float, payload: bytes, results) -> None:
     """Body of every worker process: capture its output, join the group, run fn, report back."""
     capture = tempfile.TemporaryFile()
     for fd, stream in ((1, sys.stdout), (2, sys.stderr)):  # all it prints, C++ warnings too, comes back
@@ -182,9 +184,12 @@ def _worker(rank: int, world_size: int, backend: str, port: int, timeout: float,
             torch.cuda.set_device(rank)
         else:
             torch.set_num_threads(max(1, (os.cpu_count() or 1) // world_size))  # share the cores
+            if "GLOO_SOCKET_IFNAME" not in os.environ and "lo" in (name for _, name in socket.if_nameindex()):
+                os.environ["GLOO_SOCKET_IFNAME"] = "lo"  # every rank is on this machine: gloo listens on loopback only
         wait = timedelta(seconds=timeout)
-        dist.init_process_group(backend, store=dist.TCPStore(_HOST, port, is_master=False, timeout=wait), rank=rank,
-                                world_size=world_size, timeout=wait,
+        store = dist.FileStore(store_file, world_size)  # the rendezvous: a file in the parent's private folder
+        store.set_timeout(wait)
+        dist.init_process_group(backend, store=store, rank=rank, world_size=world_size, timeout=wait,
                                 device_id=torch.device("cuda", rank) if backend == "nccl" else None)
         status, value = "ok", pickle.dumps(_to_cpu(fn(rank, world_size, *args)))
     except BaseException as e:  # noqa: BLE001 - everything goes back to the parent, by rank
@@ -237,9 +242,11 @@ def run_workers(fn: Callable, world_size: int = 2, backend: str | None = None, t
     backend = backend or pick_backend(world_size)
     payload = pickle.dumps((portable(fn), tuple(args)))
     ctx = _context()
-    store = dist.TCPStore(_HOST, 0, None, True, timedelta(seconds=timeout), wait_for_workers=False)
     results = ctx.Queue()
-    procs = [ctx.Process(target=_worker, args=(r, world_size, backend, store.port, timeout, payload, results),
+    # The rendezvous: no listening socket, a file in a folder only this user can enter (mkdtemp: 0700).
+    rendezvous = tempfile.mkdtemp(prefix="course-rendezvous-")
+    store_file = os.path.join(rendezvous, "store")
+    procs = [ctx.Process(target=_worker, args=(r, world_size, backend, store_file, timeout, payload, results),
                          name=f"rank{r}", daemon=True) for r in range(world_size)]
     done, deadline = {}, time.monotonic() + timeout  # rank -> [status, value, output]
     try:
@@ -275,7 +282,7 @@ def run_workers(fn: Callable, world_size: int = 2, backend: str | None = None, t
                 p.kill()
                 p.join()
         results.close()
-        del store
+        shutil.rmtree(rendezvous, ignore_errors=True)
     for rank in sorted(done):
         for line in done[rank][2].splitlines():
             print(f"[rank {rank}] {line}")

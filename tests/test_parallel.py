@@ -2,8 +2,10 @@
 
 import linecache
 import os
+import stat
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -12,6 +14,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
+from course_utils import parallel
 from course_utils.parallel import WorkerError, init_from_env, pick_backend, run_workers, worker_device
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -79,6 +82,57 @@ def _alive(pid):
         return True
 
 
+def tcp_listeners(pid):
+    """The TCP sockets process pid listens on, {inode: local address as /proc/net/tcp writes it}:
+    its sockets in LISTEN state (0A) in its network namespace's /proc/net/tcp and tcp6."""
+    mine = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            link = os.readlink(fd)
+        except OSError:
+            continue
+        if link.startswith("socket:["):
+            mine.add(link[len("socket:["):-1])
+    listening = {}
+    for table in ("tcp", "tcp6"):
+        for line in Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[3] == "0A" and fields[9] in mine:
+                listening[fields[9]] = fields[1]
+    return listening
+
+
+LOOPBACK = ("0100007F:", "00000000000000000000000001000000:")   # 127.0.0.1 and ::1 in /proc/net/tcp{,6}
+
+
+def rendezvous_seen(rank, world_size, parent_pid):
+    """What a rank sees of its rendezvous: the store under the group's prefixes, its folder, whether
+    the process that called run_workers listens on TCP while the ranks run, and where gloo listens."""
+    store = dist.distributed_c10d._get_default_store()
+    while isinstance(store, dist.PrefixStore):
+        store = store.underlying_store
+    folder = os.path.dirname(store.path) if isinstance(store, dist.FileStore) else None
+    info = os.stat(folder) if folder else None
+    dist.barrier()  # both ranks are in the group while the caller is looked at
+    return {"store": type(store).__name__, "folder": folder, "mode": stat.S_IMODE(info.st_mode) if info else None,
+            "owner": info.st_uid if info else None, "caller_listens": sorted(tcp_listeners(parent_pid)),
+            "gloo_listens_on": sorted(tcp_listeners(os.getpid()).values())}
+
+
+@pytest.fixture
+def rendezvous_folders(monkeypatch):
+    """The private folders run_workers makes for its rendezvous, as it makes them."""
+    made, real = [], tempfile.mkdtemp
+
+    def recording(*args, **kwargs):
+        path = real(*args, **kwargs)
+        if kwargs.get("prefix", "").startswith("course-rendezvous"):
+            made.append(path)
+        return path
+    monkeypatch.setattr(parallel.tempfile, "mkdtemp", recording)
+    return made
+
+
 def notebook_function(src, **names):
     """Define the functions in src as a notebook cell would: in __main__, with their source in linecache."""
     filename = f"<test cell {abs(hash(src))}>"
@@ -98,7 +152,24 @@ def test_two_gloo_processes_all_reduce_to_the_sum(capsys):
     assert out.err == ""
 
 
-def test_a_failing_rank_is_named_with_its_traceback_and_no_worker_is_left(tmp_path):
+def test_the_rendezvous_is_a_file_in_a_private_folder_and_no_listening_socket(rendezvous_folders):
+    """No TCPStore: nothing listens for the rendezvous (another user of the machine could connect to
+    it), the ranks meet in a FileStore in a folder only this user can enter, removed afterwards; a
+    second call (notebooks make many) gets a folder of its own."""
+    before = tcp_listeners(os.getpid())
+    for call in range(2):
+        seen = run_workers(rendezvous_seen, world_size=2, backend="gloo", args=(os.getpid(),))
+        assert [s["store"] for s in seen] == ["FileStore", "FileStore"]
+        assert seen[0]["folder"] == seen[1]["folder"] == rendezvous_folders[call]
+        assert seen[0]["mode"] == 0o700 and seen[0]["owner"] == os.getuid(), "a folder only this user can enter"
+        assert seen[0]["caller_listens"] == sorted(before), "run_workers' process listens on no new TCP socket"
+        listens = [a for s in seen for a in s["gloo_listens_on"]]
+        assert listens and all(a.startswith(LOOPBACK) for a in listens), f"gloo on the loopback only: {listens}"
+        assert not Path(seen[0]["folder"]).exists(), "the folder and its store file are removed afterwards"
+    assert len(set(rendezvous_folders)) == 2
+
+
+def test_a_failing_rank_is_named_with_its_traceback_and_no_worker_is_left(tmp_path, rendezvous_folders):
     start = time.monotonic()
     with pytest.raises(WorkerError, match=r"rank 1 of 2 failed: ValueError: rank 1 went wrong on purpose") as info:
         run_workers(fails_on_rank_1, world_size=2, backend="gloo", timeout=30, args=(str(tmp_path),))
@@ -106,6 +177,7 @@ def test_a_failing_rank_is_named_with_its_traceback_and_no_worker_is_left(tmp_pa
     assert "fails_on_rank_1" in info.value.remote_traceback and "Traceback" in str(info.value)
     assert time.monotonic() - start < 15, "the blocked rank 0 should be ended at once, not at the timeout"
     assert_gone(tmp_path, 2)
+    assert len(rendezvous_folders) == 1 and not Path(rendezvous_folders[0]).exists()
 
 
 def test_a_rank_left_alone_in_a_collective_is_told_why():
@@ -113,12 +185,13 @@ def test_a_rank_left_alone_in_a_collective_is_told_why():
         run_workers(only_rank_0_reduces, world_size=2, backend="gloo", timeout=30)
 
 
-def test_a_hanging_worker_is_killed_at_the_timeout(tmp_path):
+def test_a_hanging_worker_is_killed_at_the_timeout(tmp_path, rendezvous_folders):
     start = time.monotonic()
     with pytest.raises(TimeoutError, match=r"did not finish within 5 s"):
         run_workers(hangs, world_size=2, backend="gloo", timeout=5, args=(str(tmp_path),))
     assert time.monotonic() - start < 15
     assert_gone(tmp_path, 2)
+    assert len(rendezvous_folders) == 1 and not Path(rendezvous_folders[0]).exists(), "removed after the kill too"
 
 
 def test_notebook_functions_travel_by_source_with_what_they_use():

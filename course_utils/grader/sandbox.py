@@ -18,8 +18,19 @@ it once to learn which kind this machine gives:
   joined by the set-up script before the learner's code runs. Under "userns" the learner's code
   keeps the instructor's uid outside its namespaces, which matters only for what the allowlist
   shows (the system's files) and for memory, which is limited per process only.
+
+private_network(command) is the reference worker's (the instructor's solution's) one namespace: a
+network of its own with only its loopback up, nothing else changed (same uid, same files, same
+cgroups), so that no service it starts (gloo's sockets between run_workers' ranks, lesson 09) can be
+reached by another user of the machine. As root a network namespace; as a normal user a user
+namespace that maps the user to itself around it. Where neither can be made it runs as before,
+with a warning (logged once) that names the cause.
 """
 
+import functools
+import logging
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -128,3 +139,88 @@ def setup_command(kind: str, uid: int, cgroup_dirs: list, command: list[str]) ->
 def environment() -> dict[str, str]:
     """What the set-up script reads from its environment (it unsets both before the learner's code)."""
     return {"LOUP": _LOOPBACK_UP, "SYSTEM_DIRS": " ".join(SYSTEM_DIRS)}
+
+
+# Runs as `python -I -S -c _PRIVATE_NETWORK COMMAND...`: one process, replaced by COMMAND (same pid).
+_PRIVATE_NETWORK = r"""
+import os, sys
+try:
+    from os import unshare, CLONE_NEWNET, CLONE_NEWUSER  # Python 3.12+
+except ImportError:
+    import ctypes
+    CLONE_NEWUSER, CLONE_NEWNET = 0x10000000, 0x40000000
+    libc = ctypes.CDLL(None, use_errno=True)
+    def unshare(flags):
+        if libc.unshare(flags) != 0:
+            raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
+uid, gid = os.geteuid(), os.getegid()
+try:
+    unshare(CLONE_NEWNET)  # root (CAP_SYS_ADMIN): a network namespace and nothing else
+except OSError as as_is:
+    # A normal user: a user namespace in which this user is itself (same uid and gid, so the same
+    # files and owners; supplementary groups kept), owning the new network namespace.
+    try:
+        unshare(CLONE_NEWUSER | CLONE_NEWNET)
+    except OSError as e:
+        sys.exit(f"no network namespace can be made here: as uid {uid}: {as_is.strerror}; in a user namespace "
+                 f"of its own: {e.strerror} (unprivileged user namespaces are off: the sysctls "
+                 "user.max_user_namespaces, kernel.unprivileged_userns_clone or AppArmor's restriction)")
+    try:
+        for name, text in (("uid_map", f"{uid} {uid} 1"), ("setgroups", "deny"), ("gid_map", f"{gid} {gid} 1")):
+            with open(f"/proc/self/{name}", "w") as f:
+                f.write(text)
+    except OSError as e:
+        sys.exit(f"no network namespace can be made here: as uid {uid}: {as_is.strerror}; a user namespace "
+                 f"that keeps uid {uid}: {e.strerror}")
+""" + _LOOPBACK_UP + r"""  # its loopback up
+os.execvp(sys.argv[1], sys.argv[1:])  # a uid other than 0 keeps no capabilities past this exec
+"""
+
+_log = logging.getLogger(__name__)
+
+
+def _private_network_prefix() -> list[str]:
+    return [sys.executable, "-I", "-S", "-c", _PRIVATE_NETWORK]
+
+
+@functools.lru_cache(maxsize=1)
+def private_network_problem() -> str | None:
+    """Why no private network can be made here (None: it can), found out once per process by making
+    one: the wrapped probe must see its own network namespace, its uid unchanged and its loopback up."""
+    check = ("import os, socket, sys; s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen(); "
+             "socket.create_connection(s.getsockname(), timeout=5).close(); "
+             "sys.exit(0 if os.geteuid() == int(sys.argv[1]) and os.readlink('/proc/self/ns/net') != sys.argv[2] else 3)")
+    command = [sys.executable, "-I", "-S", "-c", check, str(os.geteuid()), os.readlink("/proc/self/ns/net")]
+    try:
+        probe = subprocess.run(_private_network_prefix() + command, stdin=subprocess.DEVNULL, capture_output=True,
+                               text=True, timeout=300, env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")})
+    except subprocess.TimeoutExpired:  # not an answer (and not cached): a slow machine never lowers the protection
+        raise RuntimeError("making a network namespace took over 300 s: the machine is too busy to grade "
+                           "safely now; try again later") from None
+    except OSError as e:
+        return f"{type(e).__name__}: {e}"
+    if probe.returncode == 0:
+        return None
+    lines = [line for line in probe.stderr.splitlines() if line.strip() and not line[0].isspace()]
+    return lines[-1][:400] if lines else f"exit code {probe.returncode}"
+
+
+def private_network(command: list[str]) -> list[str]:
+    """`command` made to run in a network namespace of its own with its loopback up, nothing else
+    changed: the same uid, file system and cgroups (join them before: this wraps with an exec, so the
+    pid stays command's). Where no network namespace can be made (no root and no unprivileged user
+    namespaces), `command` unchanged and a warning logged once: a weaker fallback, not an unsafe one,
+    for the instructor's own code, where (as root, or with user namespaces, the same mechanisms)
+    a learner's worker gets no sandbox either and grading needs sandbox "optional" anyway."""
+    problem = private_network_problem()
+    if problem is None:
+        return _private_network_prefix() + list(command)
+    _warn_once(problem)
+    return list(command)
+
+
+@functools.lru_cache(maxsize=1)
+def _warn_once(problem: str) -> None:
+    _log.warning("the reference worker runs without a network of its own (%s): services it starts, such as "
+                 "gloo's sockets in lesson 09, listen on this machine's loopback, where other users could reach "
+                 "them while it grades", problem)
