@@ -3,22 +3,42 @@
 A judge's message is built from the learner's values and the expected ones. The learner's process
 chose those values, so they could spell anything, the visible part of the test cell included (its
 code is in that process's linecache). Two steps keep feedback to what the grader says:
-- scrub(), in the reference worker, right after a judge failed: strings the learner's process sent
-  that are neither expected values nor short names are replaced by a placeholder;
+- scrub(), in the reference worker, right after a judge failed: of the strings the learner's process
+  sent (its values' strings and dict keys, and the type names of its Opaque values) that are not
+  among the expected values' strings, only names are quoted: ASCII identifiers (str.isascii() and
+  str.isidentifier()) of at most MAX_NAME characters, NAME_BUDGET characters of them in all per
+  message, counted at every place the message shows one; any other such string (non-ASCII text,
+  CJK identifiers included, longer or not a name) and every name past the budget is replaced by a
+  placeholder ("<a string>" quoted, "<text>" bare, "<name>" for a name);
 - redact(), in the grader: a message quoting a line of the hidden tests is withheld; numbers are
   bounded (at most MAX_DIGITS significant digits each, MAX_NUMBERS of them and NUMBER_BUDGET digits
   in all, the rest shown as "…"), so that the numbers of one message carry at most a few dozen
   bytes of whatever the learner's code encoded in them; every message is cut to 600 characters.
+So the names and numbers of one failed test's message carry at most about 50 + 60 bytes of what the
+learner's code chose (64 characters of 63 kinds, and NUMBER_BUDGET digits), besides which of the
+expected strings it repeats where, and where placeholders stand. The lessons' messages quote names the learner's code chose (an exception it
+raised, "raised ValueError"; its values' type or dict keys) and keep them all: in the mutants'
+messages (tests/mutants/*.json) at most 23 such characters ("raised ZeroDivisionError": the probe's
+key "raised" and the exception's name); NAME_BUDGET leaves room for the longest built-in exception
+name (25) and a type name (40, protocol's limit) in one message. Names the expected values hold
+(autograd nodes like MulBackward0, the keys of a right answer) are free: the judge shows them anyway.
 Both, and page(), return text that is safe to write anywhere: valid UTF-8 (no lone surrogates), no
 control characters but newlines, no bidirectional overrides.
 README "Grading untrusted code" says what is left.
 """
 
+import functools
 import html
 import re
+import sys
 
 MAX_MESSAGE = 600
-MAX_NAME = 40   # a name (an exception's, a dict key, an autograd node's) may be shown, as type names are
+MAX_NAME = 40          # a name (an exception's, a dict key, an autograd node's) the learner's code chose may be shown...
+NAME_BUDGET = 64       # ...this many characters of them in one message, all its names together (mutants: up to 23)
+MAX_STRINGS = 100_000  # distinct strings of the learner's values looked at; past that nothing of theirs is quoted
+MAX_FOUND = 200        # strings of theirs, not names, that one message may quote (each is replaced)
+MAX_WORK = 10 ** 8     # (strings of theirs, not names) x (characters of the message): the search's cost
+TOO_MANY = "wrong answer (your code's values hold too many strings to be quoted in feedback)"
 MAX_DIGITS = 10        # significant digits shown of one number (its exponent counts too)
 MAX_NUMBERS = 16       # numbers shown in one message (the lessons' messages show up to 15)
 NUMBER_BUDGET = 80     # digits and minus signs shown in one message, all its numbers together (lessons: up to 52)
@@ -44,35 +64,91 @@ def safe_text(text) -> str:
 
 
 def scrub(message: str, got, want) -> str:
-    """message with every string found in `got` (the learner's decoded values) that is not among
-    `want`'s strings and is not a short identifier replaced: quoted, by "<a string of N characters>";
-    bare (8 characters or more, at word boundaries), by "<text>"."""
+    """message with what the learner's values (`got`, decoded) could spell in it bounded. Their
+    strings (dict keys and the type names of Opaque values too) that are not among `want`'s strings:
+    - a name (an ASCII identifier of at most MAX_NAME characters) is kept, quoted or bare, wherever
+      the message shows it, as long as the names kept so far in this message take NAME_BUDGET
+      characters or fewer; past that each is "<name>";
+    - any other string is "<a string>" where the message quotes it (as repr() does), and "<text>"
+      where it stands bare (at word boundaries) if it is 8 characters or more, not ASCII, or holds a
+      letter (short runs of digits and signs are left to bound_numbers).
+    protocol's own descriptions of values it cannot send ("int too large") are no strings of theirs.
+    A message about values with more than MAX_STRINGS distinct strings, or one that would take long
+    to clean (more than MAX_FOUND strings to replace, or MAX_WORK characters to search), is TOO_MANY:
+    the lessons' messages quote a few dozen at most, and a judge must not keep the reference busy."""
     allowed: set[str] = set()
     theirs: set[str] = set()
     _strings(want, allowed)
-    _strings(got, theirs)
-    for text in sorted(theirs - allowed, key=len, reverse=True):
-        if not text or (text.isidentifier() and len(text) <= MAX_NAME):
-            continue
-        message = message.replace(repr(text), f"<a string of {len(text)} characters>")
-        if len(text) >= 8:
-            message = re.sub(r"(?<!\w)" + re.escape(text) + r"(?!\w)", "<text>", message)
+    if not _strings(got, theirs) or len(theirs) > MAX_STRINGS:
+        return TOO_MANY
+    theirs -= allowed
+    names = {text for text in theirs if _is_name(text)}   # found by one pass over the message, below
+    texts = [text for text in theirs if text and text not in names]
+    if len(texts) * len(message) > MAX_WORK:   # each is looked for in the whole message
+        return TOO_MANY
+    found = [text for text in texts if text in message]
+    if len(found) > MAX_FOUND:
+        return TOO_MANY
+    for text in sorted(found, key=len, reverse=True):
+        message = message.replace(repr(text), "<a string>")
+        if len(text) >= 8 or not text.isascii() or _LETTER.search(text):
+            message = re.sub(r"(?<![A-Za-z0-9_])" + re.escape(text) + r"(?![A-Za-z0-9_])", "<text>", message)
+    if names:
+        spent = 0
+
+        def one(m: re.Match) -> str:
+            nonlocal spent
+            if m.group(2) not in names:
+                return m.group()
+            if spent + len(m.group(2)) > NAME_BUDGET:
+                return "<name>"
+            spent += len(m.group(2))
+            return m.group()
+
+        message = _NAME.sub(one, message)
     return safe_text(message)
 
 
-def _strings(value, into: set, depth: int = 0) -> None:
-    if depth > 40 or len(into) > 100_000:
-        return
+def _is_name(text: str) -> bool:
+    return len(text) <= MAX_NAME and text.isascii() and text.isidentifier()
+
+
+# A name where a message shows it: bare, or quoted as repr() quotes it (the quotes go with it); its
+# bounds are ASCII ones, so that no letter of another script next to it hides it.
+_NAME = re.compile(r"(['\"]?)(?<![A-Za-z0-9_])([A-Za-z_][A-Za-z0-9_]*)(?![A-Za-z0-9_])\1")
+_LETTER = re.compile(r"[A-Za-z_]")
+
+
+def _strings(value, into: set, depth: int = 0) -> bool:
+    """Add value's strings, dict keys and Opaque type names to `into`; False if some were left out
+    (nested deeper than protocol allows, or more than MAX_STRINGS)."""
+    if depth > 40 or len(into) > MAX_STRINGS:
+        return False
     t = type(value)
     if t is str:
         into.add(value)
     elif t in (list, tuple):
-        for v in value:
-            _strings(v, into, depth + 1)
+        return all(_strings(v, into, depth + 1) for v in value)
     elif t is dict:
-        for k, v in value.items():
-            _strings(k, into, depth + 1)
-            _strings(v, into, depth + 1)
+        return all(_strings(k, into, depth + 1) and _strings(v, into, depth + 1) for k, v in value.items())
+    else:
+        protocol = sys.modules.get("course_utils.grader.protocol")   # loaded wherever an Opaque was decoded
+        if protocol is not None and isinstance(value, protocol.Opaque) and not _described(t.__name__):
+            name = t.__name__   # as the judge may show it: repr() "<name object>", or judging.name_of (no spaces)
+            into.update((name, name.replace(" ", "")))
+    return True
+
+
+@functools.lru_cache(maxsize=1024)
+def _described(name: str) -> bool:
+    """Whether an Opaque's type name is one of protocol's own descriptions of a value it does not
+    send ("int too large", "Tensor of dtype torchfloat8_e4m3fn"): no words of the learner's."""
+    if name in ("int too large", "dict with nonstring keys", "object"):   # as protocol cleans them
+        return True
+    torch = sys.modules.get("torch")
+    return (name.startswith("Tensor of dtype ") and torch is not None
+            and any(name[16:] == re.sub(r"[^A-Za-z0-9_ ]", "", str(d)) for d in vars(torch).values()
+                    if isinstance(d, torch.dtype)))
 
 
 def redact(message: str, hidden_lines: list[str]) -> str:

@@ -11,7 +11,7 @@ def test_strings_the_learners_process_made_up_are_not_quoted():
     want = {"names": ["MulBackward0", "AddBackward0"]}
     message = f"walk gave {got['names']}, expected {want['names']}; also CASES = [[], [0, 0]] and abc"
     assert feedback.scrub(message, got, want) == (
-        "walk gave ['MulBackward0', <a string of 20 characters>, 'abc'], "
+        "walk gave ['MulBackward0', <a string>, 'abc'], "
         "expected ['MulBackward0', 'AddBackward0']; also <text> and abc")
 
 
@@ -21,6 +21,109 @@ def test_names_and_the_judges_own_words_stay():
     got = {"raised": ("ValueError", "Exception", "BaseException", "object"), "text": "acters x"}
     message = "micro_batch_weights([]) raised ValueError; 10 characters x"
     assert feedback.scrub(message, got, {}) == message
+
+
+# The red team's leak through names: the hidden tests' source, cut into identifiers, in a list that
+# a judge echoes (lesson 03's walk shows 12 names): CJK letters carry about 14 bits each, and every
+# identifier up to 40 characters used to be quoted.
+SOURCE = ("def expect():\n    return [sum(1 for v in case if v > 0) for case in CASES]\n"
+          "CASES = [[3, -1, 4, -1, 5], [-9, -2, -6], [], [0, 0, 0], list(range(-5, 6))]\n") * 3
+
+
+def _cjk_names(data: bytes) -> list[str]:
+    """data as identifiers of 20 CJK letters, 14 bits each (U+4E00 + a 14-bit number)."""
+    bits = "".join(f"{b:08b}" for b in data)
+    letters = [chr(0x4E00 + int(bits[i:i + 14].ljust(14, "0"), 2)) for i in range(0, len(bits), 14)]
+    return ["".join(letters[i:i + 20]) for i in range(0, len(letters), 20)]
+
+
+def _ascii_names(data: bytes) -> list[str]:
+    """data as identifiers of 40 ASCII characters: "x" and 39 hex digits."""
+    digits = data.hex()
+    return ["x" + digits[i:i + 39] for i in range(0, len(digits), 39)]
+
+
+def _shown(message: str, names: list[str]) -> int:
+    """Characters of `names` that `message` shows."""
+    import re
+    return sum(len(w) for w in re.findall(r"\w+", message) if w in set(names))
+
+
+def test_identifiers_carry_no_more_than_the_name_budget():
+    """The walk's message quoting the learner's node names, made of the hidden tests' text: no CJK
+    letter is quoted, and ASCII names only up to NAME_BUDGET characters in all."""
+    want = ["SumBackward0", "MulBackward0", "AccumulateGrad"]
+    for names in (_cjk_names(SOURCE.encode()), _ascii_names(SOURCE.encode())):
+        got = {"value": names[:12]}
+        message = f"bfs_nodes(x) is wrong. It gave {names[:12]}, expected {want}"
+        assert _shown(message, names) >= 200, "the attack as it was: a few hundred characters of names"
+        shown = feedback.scrub(message, got, {"value": want})
+        assert _shown(shown, names) <= feedback.NAME_BUDGET, shown
+        assert shown.isascii(), shown
+        assert shown.startswith("bfs_nodes(x) is wrong. It gave [") and shown.endswith(f"], expected {want}")
+    cjk = _cjk_names(SOURCE.encode())
+    assert feedback.scrub(f"raised {cjk[0]}; got {cjk[1:3]!r}", {"raised": tuple(cjk)}, {}) == \
+        "raised <text>; got [<a string>, <a string>]", "a CJK identifier is text: never quoted, bare or not"
+
+
+def test_names_past_the_budget_are_replaced_in_order():
+    names = [f"name{i:06d}" for i in range(10)]   # 10 characters each: the first 6 fit in 64
+    shown = feedback.scrub(f"got {names}; first {names[0]}, last {names[-1]}", {"v": names}, {})
+    assert shown == f"got {names[:6]}"[:-1] + ", " + ", ".join(["<name>"] * 4) + f"]; first <name>, last <name>", shown
+    # Names the expected values hold are free: the judge shows them anyway.
+    assert feedback.scrub(f"got {names}", {"v": names}, {"w": names}) == f"got {names}"
+    # Type names of Opaque values (a learner's class) count like its strings.
+    from course_utils.grader import protocol
+    objects = protocol.decode([{"$opaque": f"Secret{i:034d}"} for i in range(4)])
+    shown = feedback.scrub(f"should be a list of floats, got {objects}", objects, [1.0])
+    assert shown.count("Secret") == 1 and shown.count("<name>") == 3, shown
+
+
+def test_the_lessons_messages_keep_the_names_they_quote():
+    """Messages of the lessons' judges, with the learner's values they were made from: each keeps
+    every name (the mutants' messages show at most 23 characters of names the learner's code chose)."""
+    from course_utils.grader import protocol
+    mro = lambda *names: {"raised": (*names, "Exception", "BaseException", "object")}
+    cases = [
+        ("min_microbatches(1, 0.01) raised ZeroDivisionError", mro("ZeroDivisionError", "ArithmeticError"), [3]),
+        ("train_accumulated on 0 samples, micro_batch_size=2, accumulation_steps=2 (no samples: no step) raised "
+         "UnboundLocalError", mro("UnboundLocalError", "NameError"), {"value": [0.5]}),
+        ("training_memory_budget(model, 4, 'rmsprop') raised KeyError, expected ValueError",
+         mro("KeyError", "LookupError"), mro("ValueError")),
+        ("micro_batch_weights([5]) should be a Python float, got Fraction", [protocol.decode({"$opaque": "Fraction"})], [1.0]),
+        ("mlp_backward(MLPScratch(12, 4, []), X of shape (5, 12), lam=0.3) raised RuntimeError",
+         mro("RuntimeError"), {"value": ([1.0], [1.0])}),
+        ("bfs_nodes(y) is wrong: this is depth-first order. It gave ['SumBackward0', 'MulBackward0', 'AccumulateGrad', "
+         "'AddBackward0', 'AccumulateGrad'], expected ['SumBackward0', 'MulBackward0', 'AddBackward0', 'AccumulateGrad', "
+         "'AccumulateGrad']", {"value": ["SumBackward0", "MulBackward0", "AccumulateGrad", "AddBackward0"]},
+         ["SumBackward0", "MulBackward0", "AddBackward0", "AccumulateGrad"]),
+        ("gradient_shapes((2, 3), (4,), 1) should have the keys ['X', 'biases', 'hidden', 'weights'], got "
+         "['X', 'bias', 'hidden', 'weight']", {"value": {"X": (2, 3), "bias": [], "hidden": [], "weight": []}},
+         {"X": (2, 3), "biases": [], "hidden": [], "weights": []}),
+    ]
+    for message, got, want in cases:
+        assert feedback.scrub(message, got, want) == message
+
+
+def test_the_protocols_own_descriptions_are_not_the_learners_words():
+    """protocol names what it cannot send ("int too large"): those names stay, a learner's do not."""
+    from course_utils.grader import protocol
+    got = protocol.decode([{"$bigint": "9" * 50}, {"$opaque": "Tensor of dtype torch.float8_e4m3fn"},
+                           {"$opaque": "Tensor of dtype SECRET"}])
+    message = "count_positive([]) should return an int, got " + ", ".join(type(v).__name__ for v in got)
+    assert feedback.scrub(message, got, [0]) == \
+        "count_positive([]) should return an int, got int too large, Tensor of dtype torchfloat8_e4m3fn, <text>"
+
+
+def test_too_many_strings_are_not_looked_through():
+    """100,000 strings of the learner's in a long message: a fixed message, quickly."""
+    import time
+    strings = [f"s {i}" for i in range(100_000)]
+    start = time.perf_counter()
+    assert feedback.scrub(f"got {strings}", {"v": strings}, {}) == feedback.TOO_MANY
+    names = [f"n{i}" for i in range(90_000)]   # names: looked up where the message shows a word
+    shown = feedback.scrub(f"got {names}", {"v": names}, {})
+    assert time.perf_counter() - start < 5.0 and shown.count("<name>") > 89_000
 
 
 def test_a_message_quoting_the_hidden_tests_is_withheld_and_long_ones_cut():

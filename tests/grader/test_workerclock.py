@@ -1,7 +1,9 @@
-"""course_utils.grader.workerclock: a worker's own time leaves out the time the machine kept it waiting."""
+"""course_utils.grader.workerclock: a worker's own time leaves out the time the machine kept it waiting,
+and only that: not the time its own threads kept each other waiting."""
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -62,3 +64,64 @@ def test_a_process_tree_counts_its_children():
         proc.kill()
         proc.wait()
     assert r.cpu >= 1.0, f"a child's CPU time (waited for) counts: {r}"
+
+
+def _worker(code: str) -> subprocess.Popen:
+    """A worker-like Python process on CPU 0, in a session (and process group) of its own, started
+    once it has printed its first line."""
+    proc = subprocess.Popen(["taskset", "-c", "0", sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    assert proc.stdout.readline() == "ready\n"
+    return proc
+
+
+def _measure(proc, seconds: float):
+    """The worker's clock over `seconds`, read every 0.1 s as course_utils.grader.worker reads it."""
+    clock = Clock(proc.pid)
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        time.sleep(0.1)
+        r = clock.read()
+    return r
+
+
+def test_sleeping_beside_its_own_spinners_is_own_time():
+    """The red team's answer: its main thread sleeps while it keeps more spinners busy than it has
+    CPUs (three child processes on one CPU: each waits for the CPU two thirds of the time). That
+    wait is the answer's own doing: its sleep is its own time. On one CPU, whatever else the machine
+    runs, no more can be forgiven than the time its spinners did not have the CPU (wall - cpu), so
+    own >= cpu, and own is about the wall clock on a quiet machine; the rule before forgave the
+    largest spinner's wait: own was a third of cpu (quiet) or less."""
+    spin = f"subprocess.Popen(['sh', '-c', {SPIN!r}])"
+    proc = _worker(f"import subprocess, time\nspinners = [{spin} for _ in range(3)]\nprint('ready', flush=True)\n"
+                   "time.sleep(60)")
+    try:
+        time.sleep(0.3)
+        r = _measure(proc, 2.0)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert r.wall >= 1.9, r
+    # (0.1 s: the process tree's CPU time is counted in ticks)
+    assert r.own >= 0.9 * r.cpu - 0.1, f"a sleep beside its own spinners is the answer's own time: {r}"
+
+
+def test_a_busy_thread_beside_idle_ones_still_gets_its_wait_forgiven():
+    """A single-threaded cell in a process with idle threads (a thread pool, as torch keeps), its
+    CPU shared with three busy processes of other users: it waits about 3/4 of the time, and that
+    wait is the machine's even though its idle threads never waited."""
+    code = ("import threading\nstop = threading.Event()\n"
+            "for _ in range(4):\n    threading.Thread(target=stop.wait, daemon=True).start()\n"
+            "print('ready', flush=True)\nwhile True:\n    pass")
+    hogs = [_spawn("sh", "-c", SPIN) for _ in range(3)]
+    try:
+        proc = _worker(code)
+        hogs.append(proc)
+        time.sleep(0.3)
+        r = _measure(proc, 3.0)
+    finally:
+        for p in hogs:
+            p.kill()
+            p.wait()
+    assert r.held > r.wall / 2, f"most of the wall clock was spent waiting for the CPU: {r}"
+    assert r.own < r.wall / 2, f"the worker's own time is its share: {r}"
