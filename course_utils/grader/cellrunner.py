@@ -10,6 +10,8 @@ and answers one JSON line on file descriptor FD:
                                                                    -> {"gid": ..., "ok": bool, "message": "..."}
     {"op": "collect"}                                              -> {"collected": true}   (gc, malloc_trim)
 
+Before the first command it starts the threads torch would start lazily (_start_torch_threads): while
+a test cell runs the grader forbids new threads and processes (course_utils.grader.worker.forbid_processes).
 Cells run in IPython's InteractiveShell (magics work, no kernel); stdout and stderr go nowhere. In
 learner mode a test cell's grade() sends encode(probe()) and nothing else; in reference mode it keeps
 expect() and judge for the "judge" command. The learner's code can write anything on FD, but the
@@ -138,17 +140,36 @@ def _limit_self() -> None:
             pass
 
 
+def _start_torch_threads() -> None:
+    """Start, before any of the learner's code, the threads torch starts on first use: its OpenMP pool
+    (OMP_NUM_THREADS threads: libgomp ends the process when it cannot start them) and its profiler's
+    (lesson 04's checks run the profiler). While a test cell runs the kernel refuses the worker any new
+    thread, so a test that is the first to need them would otherwise fail through no fault of the
+    learner's. Both stay for the process's life (a pool shrunk by torch.set_num_threads(1) keeps its
+    threads for when it grows back). Done in reference mode too, so both workers' memory compares."""
+    import torch
+    torch.ones(1 << 20).sum()   # over the grain size: a parallel region, which starts the pool
+    with torch.autograd.profiler.profile():
+        pass
+
+
 def main(mode: str, fd: int) -> None:
     _limit_self()
+    _start_torch_threads()
     os.environ.setdefault("MPLBACKEND", "Agg")
     from IPython.core.interactiveshell import InteractiveShell
+    from traitlets.config import Config
 
     reply = os.fdopen(fd, "w", buffering=1)
     session = Session(mode)
     if mode == "reference":
         session.peak = peakmemory.from_environment()
     judging.session = session
-    shell = InteractiveShell.instance()
+    # History in memory: no sqlite file, and no history-saving thread, which IPython stops before every
+    # os.fork and starts again at the next cell: a test cell after an answer that forked would be refused it.
+    config = Config()
+    config.HistoryManager.hist_file = ":memory:"
+    shell = InteractiveShell.instance(config=config)
     shell.showtraceback = lambda *a, **k: None  # tracebacks would go to stdout, which goes nowhere anyway
 
     for line in sys.stdin:

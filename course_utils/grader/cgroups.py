@@ -3,6 +3,7 @@
     cgroup = Cgroup("course-sandbox-...", memory_bytes, processes, cpus)  # cgroup.dirs == [] where it could not be made
     ...                                                                  # processes join by writing their pid to DIR/cgroup.procs
     cgroup.cpu_seconds(); cgroup.threads()                               # what the worker's processes used, and their threads
+    cgroup.limit_processes(0); cgroup.processes_refused()                # no new process or thread; refusals so far
     cgroup.kill(); cgroup.remove()
 
 cgroup v2 (one directory) or v1 (one directory per controller: memory, pids, cpu, cpuacct). Every
@@ -75,6 +76,7 @@ class Cgroup:
         self.cpu = False               # a CPU share and quota of its own
         self._usage: Path | None = None     # cpuacct.usage (ns) or cpu.stat (usage_usec)
         self._threads: Path | None = None   # the file listing every thread in it
+        self._pids: Path | None = None      # the folder with pids.max and pids.events
         name = f"{name}-{uuid.uuid4().hex[:8]}"
         global _swept
         if not _swept:
@@ -91,7 +93,7 @@ class Cgroup:
                 self.dirs.append(d)
                 for k, v in (("memory.max", memory_bytes), ("pids.max", processes)):
                     (d / k).write_text(str(v))
-                self._usage, self._threads = d / "cpu.stat", d / "cgroup.threads"
+                self._usage, self._threads, self._pids = d / "cpu.stat", d / "cgroup.threads", d
                 if cpus is not None:
                     self.cpu = _write_all(d, {"cpu.weight": "100", "cpu.max": f"{int(cpus * PERIOD_US)} {PERIOD_US}"})
             else:
@@ -101,6 +103,8 @@ class Cgroup:
                     d.mkdir()
                     self.dirs.append(d)
                     (d / k).write_text(str(v))
+                    if ctrl == "pids":
+                        self._pids = d
                 try:  # v1 counts socket buffers only once they are limited; without it peakmemory measures nothing
                     (self.dirs[0] / "memory.kmem.tcp.limit_in_bytes").write_text(str(TCP_BYTES))
                 except OSError:
@@ -160,6 +164,29 @@ class Cgroup:
         except (OSError, ValueError):
             return None
 
+    def limit_processes(self, n: int) -> bool:
+        """Let its processes hold at most n tasks (processes and threads) from now on: pids.max, which the
+        kernel checks at every fork, clone and new thread (it may lie below what they hold now: 0 refuses
+        every new one, and those running go on). False where it has no pids controller."""
+        try:
+            if self._pids is None:
+                return False
+            (self._pids / "pids.max").write_text(str(n))
+            return True
+        except OSError:
+            return False
+
+    def processes_refused(self) -> int | None:
+        """How many new processes or threads the kernel has refused it for its process limit (pids.events'
+        "max"), or None where unknown."""
+        try:
+            if self._pids is None:
+                return None
+            events = dict(line.split() for line in (self._pids / "pids.events").read_text().splitlines())
+            return int(events["max"])
+        except (OSError, ValueError, KeyError):
+            return None
+
     def kill(self) -> None:
         for d in self.dirs:
             if (d / "cgroup.kill").exists():
@@ -189,7 +216,7 @@ class Cgroup:
                     self.kill()
                     time.sleep(0.05)
         self.dirs = []
-        self._usage = self._threads = None
+        self._usage = self._threads = self._pids = None
 
 
 def _write_all(d: Path, values: dict) -> bool:

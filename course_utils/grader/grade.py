@@ -15,6 +15,12 @@ For one submission of a lesson:
 4. If the worker dies or hangs (os._exit, a segfault, a loop that ignores Ctrl-C, a memory bomb),
    the exercise whose code was running gets 0 with the reason, and a fresh worker runs the lesson
    again with that answer replaced by the not-attempted stub, so the other exercises are graded.
+5. While a test cell runs, the learner's code can start no process or thread (Worker.forbid_processes,
+   from outside: processes it left are killed first), unless the lesson's probes need them
+   (Lesson.probes_start_processes: lessons 08 and 09). Rules that a test checks in the learner's own
+   process (lesson 04's "without autograd", lesson 03's "predict, don't measure") so cannot be stepped
+   around in a child that does the work and pipes the result back. Where the kernel counted a refused
+   process or thread (grading as root), the test scores 0 with OWN_PROCESS as its reason.
 
 The instructor's notebook and the submission are read by course_utils.grader.lessonfile. `nbgrader
 autograde LESSON` uses this module through course_utils.grader.preprocessors (set in nbgrader_config.py);
@@ -135,6 +141,10 @@ RETRIES = 2   # further tries, from a fresh worker, for what the machine (not th
 COLD_BYTES = 16 * 2 ** 20   # files read into the page cache by the reference's first run that make it run again
 
 
+OWN_PROCESS = ("this exercise is judged in your own process: your code tried to start another process (or a "
+               "thread) while its test ran, which the grader refuses; compute the answer in the function itself")
+
+
 @dataclass
 class Outcome:
     score: float
@@ -223,18 +233,27 @@ def _grade_once(lesson, reference, answers, notes, student, limits, slot) -> Res
                     break
                 if time.monotonic() - start > limits.notebook_seconds * BACKSTOP:
                     raise _NotTheLearners(f"the notebook took {time.monotonic() - start:.0f} s on the clock")
+                own_process = cell.kind == "test" and not lesson.probes_start_processes
+                refused = None
                 try:
-                    if cell.kind == "test" and worker.peak is not None:
-                        worker.send({"op": "collect"}, timeout=min(limits.cell_seconds, left))  # garbage is not counted
-                        worker.reset_peak()
-                    answer = worker.send({"op": "cell", "id": i, "gid": cell.gid, "source": source,
-                                          "resilient": cell.kind == "test"}, timeout=min(limits.cell_seconds, left))
-                    answer["peak"] = worker.peak_bytes() if cell.kind == "test" else None
+                    try:
+                        if own_process:   # before the peak's reset: what the killed processes held is not counted
+                            worker.forbid_processes()
+                        if cell.kind == "test" and worker.peak is not None:   # garbage is not counted
+                            worker.send({"op": "collect"}, timeout=min(limits.cell_seconds, left))
+                            worker.reset_peak()
+                        answer = worker.send({"op": "cell", "id": i, "gid": cell.gid, "source": source,
+                                              "resilient": cell.kind == "test"}, timeout=min(limits.cell_seconds, left))
+                        answer["peak"] = worker.peak_bytes() if cell.kind == "test" else None
+                    finally:
+                        if own_process:
+                            refused = worker.allow_processes()
                 except Overloaded as e:
                     raise _NotTheLearners(f"in cell {i + 1}, {e}") from None
                 except WorkerDied as e:
-                    died = (i, str(e))
+                    died = (i, f"{e}; {OWN_PROCESS}" if refused else str(e))
                     break
+                answer["refused"] = refused is True
                 if answer.get("id") != i:
                     died = (i, "the grader got an answer for another cell")
                     break
@@ -281,6 +300,8 @@ def _judge_test(lesson, reference, cell, answer, stubbed, untried, cell_errors) 
     ex = cell.exercise
     if ex in stubbed or ex in untried:
         return Outcome(0.0, points, "not attempted" if ex in untried or stubbed[ex] == "not attempted" else stubbed[ex])
+    if answer.get("refused"):   # counted by the kernel, outside the learner's process
+        return Outcome(0.0, points, OWN_PROCESS)
     if answer.get("obs") is None:
         if ex in cell_errors:
             why = f"your answer cell raised {cell_errors[ex]}, so its function was not defined"

@@ -9,8 +9,12 @@
   text of the answer cells, found by grade id and cell type; it never raises on a broken file.
   read_written(submission, lesson) does the same for the written answers.
 - learner_version(test cell) -> the test cell as the learner's sandbox runs it, its EXPECTED block cut.
+- Lesson.probes_start_processes: whether the lesson's test cells may start processes (declared by the
+  lesson's checks module; see probes_start_processes()). Everywhere else the grader forbids process
+  creation while a test cell runs (course_utils.grader.grade).
 """
 
+import importlib
 import json
 import re
 from dataclasses import dataclass, field
@@ -36,6 +40,7 @@ class Lesson:
     path: Path
     cells: list[Cell]
     written: list[Cell] = field(default_factory=list)   # markdown answers graded by hand, in order
+    probes_start_processes: bool = False   # see probes_start_processes(): False forbids it in every test cell
 
     @property
     def tests(self) -> list[Cell]:
@@ -72,7 +77,27 @@ def load_lesson(path: Path) -> Lesson:
             cells.append(Cell("test", c.source, gid, float(meta.get("points", 0)), last_answer, _hidden_lines(c.source)))
         else:
             cells.append(Cell("lesson", c.source))
-    return Lesson(path.stem, path, cells, written)
+    return Lesson(path.stem, path, cells, written, probes_start_processes(path.stem))
+
+
+def probes_start_processes(name: str) -> bool:
+    """Whether the test cells of lesson `name` ("NN-topic") may start processes: only where its checks
+    module, course_utils.lessonchecks.lNN, declares PROBES_START_PROCESSES = True (lessons 08 and 09,
+    whose probes run an exercise in process groups). It fails closed: any other lesson, one without
+    such a module included, has every test cell run with process creation forbidden, so a rule checked
+    in the learner's process (lesson 04's "without autograd", lesson 03's "predict, don't measure")
+    cannot be stepped around in a child process."""
+    match = re.fullmatch(r"(\d\d)-[a-z0-9-]+", name)
+    if match is None:
+        return False
+    module_name = f"course_utils.lessonchecks.l{match.group(1)}"
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as e:
+        if e.name != module_name:
+            raise   # the module is there but broken: the instructor must know
+        return False
+    return getattr(module, "PROBES_START_PROCESSES", False) is True
 
 
 def _hidden_lines(source: str) -> list[str]:

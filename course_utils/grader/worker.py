@@ -21,23 +21,39 @@ Time limits are the worker's own time, not the wall clock of a busy machine (cou
 a command is stopped, as the learner's doing, once its own time (wall clock less the time its threads
 waited for a CPU) passes the limit or its CPU time passes the limit times Limits.cpus; one the machine
 held up past workerclock.BACKSTOP times the limit raises Overloaded (grade it again), never a score.
+
+Process creation can be forbidden from outside while one command runs (forbid_processes, then
+allow_processes): a rule that a test cell checks in the learner's own process (lesson 04's "without
+autograd", lesson 03's "predict, don't measure") must not fall to a child process that does the
+forbidden work and sends the result back. Every process the learner's code left (a helper waiting on
+a pipe) is killed first, then the kernel refuses the worker any new process or thread:
+- grading as root, its pids cgroup's pids.max is set to 0, and back to Limits.processes afterwards;
+  the cgroup's pids.events counts each refusal, so the grader knows that the code tried;
+- elsewhere (the "userns" sandbox of a normal user, or no pids cgroup), the cellrunner's RLIMIT_NPROC
+  is set to 1 with prlimit from outside. Nothing counts refusals there (None), and a normal user can
+  lower a hard limit of its own processes but never raise it again (that takes CAP_SYS_RESOURCE
+  outside the namespace): the cellrunner then starts no process or thread for the rest of its life.
+  The cellrunner starts torch's lazily started threads before any cell for this reason.
 """
 
 import json
 import os
+import resource
 import select
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass
+from pathlib import Path
 
 from course_utils.grader.cgroups import Cgroup
 from course_utils.grader.capabilities import SandboxUnavailable, isolation, isolation_warning
 from course_utils.grader.sandbox import FIRST_UID, environment, setup_command
 from course_utils.grader.peakmemory import PeakMemory
-from course_utils.grader.workerclock import BACKSTOP, Clock
+from course_utils.grader.workerclock import BACKSTOP, Clock, _listdir, _stat
 
 
 @dataclass
@@ -109,6 +125,8 @@ class Worker:
         self.clock = None
         self.own_seconds = 0.0   # own time (course_utils.grader.workerclock) of every command sent so far
         self._buffer = bytearray()
+        self._forbidden = None   # while forbidden: (the cellrunner's pid, its NPROC before or None, refusals counted before)
+        self._refused = None     # refusals counted when the worker was killed while forbidden
 
     def __enter__(self):
         self.start()
@@ -131,6 +149,7 @@ class Worker:
                "MALLOC_MMAP_THRESHOLD_": "131072"}
         command = [sys.executable, "-m", "course_utils.grader.cellrunner", self.mode, str(write_fd)]
         kind = isolation() if self.mode == "learner" else "none"
+        self._kind = kind
         if kind == "none" and self.mode == "learner" and limits.sandbox == "required":
             check_sandbox(limits)   # raises SandboxUnavailable: never a learner's code without the sandbox unasked
         sandboxed = kind != "none"
@@ -229,6 +248,109 @@ class Worker:
             raise WorkerDied("sent the grader something that is not an answer and was stopped")
         return answer
 
+    # -- process creation, forbidden from outside (see the module's docstring) ----------------------------
+
+    def forbid_processes(self) -> None:
+        """Before a command whose rule must hold in the learner's own process: kill every process the
+        worker holds but the cellrunner and the sandbox's own (unshare, its set-up shell), then have the
+        kernel refuse it any new process or thread until allow_processes(). Raises WorkerDied (and kills
+        the worker) where its processes cannot be stopped, and SandboxUnavailable where the kernel cannot
+        be told to refuse (no pids cgroup, and no right to lower the cellrunner's limit)."""
+        if self.proc is None or self.proc.poll() is not None:
+            raise WorkerDied(self._death_reason())
+        runner, _ = self._processes()
+        if runner is None:
+            self.kill()
+            raise WorkerDied("its Python process could not be found")
+        counted = self._cgroup.processes_refused() if self._cgroup is not None else None
+        old = None
+        if counted is None or not self._cgroup.limit_processes(0):
+            counted = None
+            try:   # no pids cgroup: the cellrunner's own limit, from outside
+                old = resource.prlimit(runner, resource.RLIMIT_NPROC)
+                resource.prlimit(runner, resource.RLIMIT_NPROC, (1, 1))
+            except OSError as e:
+                if self._kind != "none":   # "none": limits only, as the instructor accepted
+                    self.kill()
+                    raise SandboxUnavailable(f"the grader cannot forbid the learner's code to start processes here (no "
+                                             f"pids cgroup, and setting its process limit failed: {e.strerror}); grade "
+                                             "as root where cgroups can be made") from None
+                old = None
+        self._forbidden, self._refused = (runner, old, counted), None
+        for _ in range(200):   # processes it left (a helper waiting on a pipe would do the work), killed
+            _, others = self._processes()
+            if not others:
+                return
+            for pid in others:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+            time.sleep(0.01)
+        self.kill()
+        raise WorkerDied("its code left processes running that kept starting others, and was stopped")
+
+    def allow_processes(self) -> bool | None:
+        """After it: lift what forbid_processes set, where the grader can (a pids cgroup's limit, or the
+        cellrunner's limit as root; a normal user's cellrunner stays limited). Returns whether the kernel
+        refused a new process or thread of the worker meanwhile (a worker killed meanwhile included):
+        True or False where its pids cgroup counts them, None where nothing does."""
+        if self._forbidden is None:
+            return self._refused
+        runner, old, counted = self._forbidden
+        self._forbidden = None
+        if self.proc is None:
+            return self._refused
+        refused = self._refusals(counted)
+        if counted is not None:
+            self._cgroup.limit_processes(self.limits.processes)
+        if old is not None:
+            try:
+                resource.prlimit(runner, resource.RLIMIT_NPROC, old)
+            except (OSError, ValueError):
+                pass   # a normal user cannot raise a hard limit again: it stays as forbid_processes set it
+        return refused
+
+    def _refusals(self, counted: int | None) -> bool | None:
+        now = self._cgroup.processes_refused() if counted is not None else None
+        return None if now is None else now > counted
+
+    def _processes(self) -> tuple[int | None, list[int]]:
+        """The cellrunner's pid, and every other live process the learner's code may have started:
+        in a sandbox, all that its PID namespace holds but its set-up shell (the namespace's first
+        process) and the cellrunner, that shell's oldest child (orphans are reparented to the shell,
+        always younger); without one, the cellrunner's descendants."""
+        table = {}   # pid -> (parent, state, start time)
+        for entry in _listdir(Path("/proc")):
+            fields = _stat(int(entry.name))
+            if fields and len(fields) > 19:
+                table[int(entry.name)] = (int(fields[1]), fields[0], int(fields[19]))
+        children: dict[int, list[int]] = {}
+        for pid, (parent, _, _) in table.items():
+            children.setdefault(parent, []).append(pid)
+
+        def oldest_child(pid):
+            kids = children.get(pid, [])
+            return min(kids, key=lambda k: (table[k][2], k)) if kids else None
+
+        top = self.proc.pid
+        if self._kind == "none":
+            runner, keep = top, {top}
+        else:
+            init = oldest_child(top)
+            runner = oldest_child(init) if init is not None else None
+            keep = {top, init, runner}
+        found, seen, todo = [], set(), [top]
+        while todo:
+            pid = todo.pop()
+            if pid in seen:   # /proc is read one process at a time: a reused pid must not make a loop
+                continue
+            seen.add(pid)
+            if pid not in keep and table.get(pid, (0, "Z", 0))[1] not in ("Z", "X"):   # zombies are dead already
+                found.append(pid)
+            todo.extend(children.get(pid, []))
+        return runner, found
+
     def reset_peak(self) -> None:
         """Start measuring the learner's worker's peak memory (see peak_bytes)."""
         if self.peak is not None:
@@ -265,6 +387,8 @@ class Worker:
                 except (ProcessLookupError, PermissionError):
                     pass
             if self._cgroup is not None:
+                if self._forbidden is not None:   # what was refused before it died still counts
+                    self._refused = self._refusals(self._forbidden[2])
                 self._cgroup.kill()
             try:
                 self.proc.wait(timeout=10)

@@ -27,4 +27,11 @@ mistake in the feedback, are here.
     l08     partitioning: bubble_fraction, min_microbatches, balance_stages, average_gradients
     l09     a bigger batch: loss_scale, zero_bytes_per_rank, sharded_sgd_step
     workers what the checks that run an exercise in worker processes share (lessons 08, 09)
+
+A lesson whose probes start processes says so with `PROBES_START_PROCESSES = True` in its module
+(l08 and l09: their exercises run in process groups). The grader forbids process creation, from
+outside the learner's process, while any other lesson's test cell runs (course_utils.grader.lessonfile
+reads the constant; a lesson without it, or without a module, is forbidden): a rule checked inside the
+learner's process, such as l04's "without autograd" or l03's "predict, don't measure", would
+otherwise fall to a child process that does the forbidden work and sends back the result.
 """

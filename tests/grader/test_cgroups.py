@@ -2,6 +2,7 @@
 
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -88,3 +89,37 @@ def test_a_worker_cgroup_has_a_cpu_share_and_quota_and_counts_cpu_time():
     finally:
         busy.kill()
         c.remove()
+
+
+def test_process_creation_can_be_refused_and_the_refusals_are_counted():
+    """limit_processes(0) refuses every new process and thread of the cgroup's processes, those running
+    go on; pids.events counts each refusal (course_utils.grader.worker.forbid_processes reads it)."""
+    c = Cgroup(f"course-test-{os.getpid()}", 2 ** 30, 8)
+    code = ("import os, sys, threading\n"
+            "for d in sys.argv[1:]:\n    open(os.path.join(d, 'cgroup.procs'), 'w').write(str(os.getpid()))\n"
+            "print('in', flush=True); sys.stdin.readline()\n"
+            "def attempt(f):\n    try:\n        f()\n        return 'ok'\n"
+            "    except Exception as e:\n        return type(e).__name__\n"
+            "def fork():\n    pid = os.fork()\n    if pid == 0:\n        os._exit(0)\n    os.waitpid(pid, 0)\n"
+            "def thread():\n    t = threading.Thread(target=lambda: None)\n    t.start()\n    t.join()\n"
+            "print(attempt(fork), attempt(thread), flush=True); sys.stdin.readline()\n"
+            "print(attempt(fork), attempt(thread), flush=True)\n")
+    proc = subprocess.Popen([sys.executable, "-c", code, *map(str, c.dirs)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "in"
+        before = c.processes_refused()
+        assert before == 0 and c.limit_processes(0)
+        proc.stdin.write("\n")
+        proc.stdin.flush()
+        assert proc.stdout.readline().split() == ["BlockingIOError", "RuntimeError"], "neither a process nor a thread"
+        assert c.processes_refused() >= 2
+        assert c.limit_processes(8)
+        proc.stdin.write("\n")
+        proc.stdin.flush()
+        assert proc.stdout.readline().split() == ["ok", "ok"], "lifted again"
+    finally:
+        proc.kill()
+        proc.wait()
+        c.remove()
+    assert c.limit_processes(0) is False and c.processes_refused() is None, "a removed cgroup limits nothing"

@@ -1,8 +1,12 @@
 """course_utils.grader.worker: limits are checked, a hung or dying worker is stopped and its death is
 named, and every process it started goes with it."""
 
+import json
+import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -101,3 +105,126 @@ def test_time_limits_count_the_workers_own_time():
         assert w.own_seconds - before >= 1.5
         with pytest.raises(WorkerDied, match="time limit of 1 s"):
             w.send(cell("time.sleep(30)", 2), 1)
+
+
+# A cell that tries a child process (os.fork, as multiprocessing's fork context does), a thread and a
+# subprocess, and sends back what each did ("ok" or the exception's name).
+ATTEMPTS = """import os, subprocess, threading
+from course_utils.judging import grade
+
+def attempt(f):
+    try:
+        f()
+        return "ok"
+    except Exception as e:
+        return type(e).__name__
+
+def fork():
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    os.waitpid(pid, 0)
+
+def thread():
+    t = threading.Thread(target=lambda: None)
+    t.start()
+    t.join()
+
+grade(lambda: [attempt(fork), attempt(thread), attempt(lambda: subprocess.run(["true"]))], None, None)
+"""
+REFUSED = ["BlockingIOError", "RuntimeError", "BlockingIOError"]
+
+
+def test_no_process_or_thread_can_be_started_while_forbidden():
+    """forbid_processes: the kernel refuses the worker every new process and thread (a rule checked in
+    the learner's own process cannot fall to a child); as root it is lifted again after the cell, and the
+    cgroup counted the refusals. A normal user cannot lift it: that worker stays without them."""
+    with Worker("learner", Limits(), slot=14) as w:
+        assert w.send(cell(ATTEMPTS), 60)["obs"] == ["ok", "ok", "ok"]
+        counts = _counts_refusals(w)
+        assert w.allow_processes() is None, "nothing was forbidden"
+        w.forbid_processes()
+        assert w.send(cell(ATTEMPTS, 1), 60)["obs"] == REFUSED
+        refused = w.allow_processes()
+        after = w.send(cell(ATTEMPTS, 2), 60)["obs"]
+        w.forbid_processes()
+        assert w.send(cell("x = 1", 3), 60)["error"] is None
+        quiet = w.allow_processes()
+    if counts:   # a pids cgroup: grading as root
+        assert refused is True and quiet is False, "the kernel's count says who tried"
+        assert after == ["ok", "ok", "ok"], "allowed again after the cell"
+    else:
+        assert refused is None and after == REFUSED, "a normal user cannot raise the limit again"
+
+
+def test_processes_left_by_earlier_cells_are_gone_before_a_forbidden_cell():
+    """A helper started earlier and fed through a pipe would do the forbidden work: forbid_processes
+    kills every process of the worker but its own, orphans in their own session included."""
+    started = ("import multiprocessing, os, subprocess, time\n"
+               "helper = multiprocessing.get_context('fork').Process(target=time.sleep, args=(300,))\n"
+               "helper.start()\n"
+               "orphan = subprocess.Popen(['sh', '-c', 'setsid sleep 300 & echo $!'], stdout=subprocess.PIPE,\n"
+               "                          text=True)\n"
+               "orphan = int(orphan.stdout.readline())\n"
+               "def alive(pid):\n"
+               "    try:\n"
+               "        os.kill(pid, 0)\n"
+               "        return open(f'/proc/{pid}/stat').read().split()[2] != 'Z'\n"
+               "    except ProcessLookupError:\n"
+               "        return False\n")
+    with Worker("learner", Limits(), slot=15) as w:
+        assert w.send(cell(started), 60)["error"] is None
+        assert len(w._processes()[1]) >= 2
+        w.forbid_processes()
+        assert w._processes()[1] == []
+        look = "from course_utils.judging import grade\ngrade(lambda: [helper.is_alive(), alive(orphan)], None, None)"
+        assert w.send(cell(look, 1), 60)["obs"] == [False, False]
+        w.allow_processes()
+
+
+def test_a_worker_killed_while_forbidden_still_reports_the_refusals():
+    """A cell that dies after a refused fork (libgomp, say, ends the process when it cannot start its
+    threads) is still known to have tried: the grader names the cause, not only the crash."""
+    with Worker("learner", Limits(), slot=16) as w:
+        w.send(cell("import os"), 60)
+        counts = _counts_refusals(w)
+        w.forbid_processes()
+        with pytest.raises(WorkerDied, match="exit code 3"):
+            w.send(cell("try:\n    os.fork()\nexcept OSError:\n    os._exit(3)", 1), 60)
+        assert w.proc is None
+        assert w.allow_processes() is (True if counts else None)
+
+
+def _counts_refusals(w: Worker) -> bool:
+    """Whether the worker has a pids cgroup whose refusals the grader reads (grading as root)."""
+    return w._cgroup is not None and w._cgroup.processes_refused() is not None
+
+
+def test_a_normal_users_worker_cannot_start_processes_once_forbidden():
+    """Grading as a normal user (the "userns" sandbox, no cgroup): the cellrunner's RLIMIT_NPROC, set
+    from outside, refuses them, and stays (a normal user cannot raise a hard limit again)."""
+    if os.geteuid() != 0:
+        if isolation() != "userns":
+            pytest.skip(f"this machine gives a normal user no user namespaces (isolation() is {isolation()!r})")
+        test_no_process_or_thread_can_be_started_while_forbidden()
+        return
+    home = Path(tempfile.mkdtemp(prefix="nobody-home-"))  # pytest's tmp_path is not open to other users
+    os.chown(home, 65534, 65534)
+    code = ("import json, sys; sys.path.insert(0, %r); import test_worker as t; "
+            "from course_utils.grader.capabilities import isolation; kind = isolation(); "
+            "kind == 'userns' and t.test_no_process_or_thread_can_be_started_while_forbidden(); "
+            "print(json.dumps(kind))") % str(ROOT / "tests" / "grader")
+    as_nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--", sys.executable]
+    try:
+        check = subprocess.run([*as_nobody, "-c", "import sys, torch, course_utils, pytest; print(sys.prefix)"],
+                               capture_output=True, text=True, cwd=home, env={**os.environ, "HOME": str(home)})
+        if check.returncode != 0 or check.stdout.split() != [sys.prefix]:
+            pytest.skip(f"the user nobody cannot run this environment's Python ({sys.executable})")
+        proc = subprocess.run([*as_nobody, "-c", code], capture_output=True, text=True, cwd=home, timeout=300,
+                              env={**os.environ, "HOME": str(home)})
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    kind = json.loads(proc.stdout.strip().splitlines()[-1])
+    if kind != "userns":
+        pytest.skip(f"the user nobody gets no user namespaces here (isolation() is {kind!r})")
