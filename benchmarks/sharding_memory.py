@@ -58,6 +58,7 @@ def make_mlp(width: int) -> nn.Sequential:
 
 
 def run_way(rank: int, world_size: int, way: str, width: int, steps: int) -> dict:
+    from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
     from torch.distributed.optim import ZeroRedundancyOptimizer
     from torch.nn.parallel import DistributedDataParallel as DDP
@@ -68,10 +69,11 @@ def run_way(rank: int, world_size: int, way: str, width: int, steps: int) -> dic
     model = make_mlp(width).to(dev)
     if way.startswith("ZeRO-2") or way.startswith("ZeRO-3"):
         reshard = way.startswith("ZeRO-3")
+        mesh = init_device_mesh(dev.type, (world_size,))  # the default mesh is on a GPU wherever there is one
         for layer in model:
             if isinstance(layer, nn.Linear):
-                fully_shard(layer, reshard_after_forward=reshard)
-        net = fully_shard(model, reshard_after_forward=reshard)
+                fully_shard(layer, mesh=mesh, reshard_after_forward=reshard)
+        net = fully_shard(model, mesh=mesh, reshard_after_forward=reshard)
     else:
         net = DDP(model, device_ids=[dev] if dev.type == "cuda" else None, gradient_as_bucket_view=True)
     if way == "ZeRO-1":
