@@ -15,7 +15,8 @@ What it does, each step idempotent (run it again after editing the roster):
 - nbgrader's exchange: STATE/exchange, named in STATE/jupyter/nbgrader_config.py, the config folder
   every single-user server gets in JUPYTER_CONFIG_PATH (user_environment). A submission there is
   readable by its learner and the instructor only (course_utils.hubexchange; the instructor joins
-  each learner's own group).
+  each learner's own group); collect takes a learner's own folders only, following no link
+  (hubexchange.SafeCollect); inbound is sticky: no learner can rename or delete another's folder.
 - The instructor's sources in the repository (SOURCES) lose their permissions for other users.
 - configurable-http-proxy (CHP_VERSION) from npm, into STATE/proxy.
 Then `jupyterhub -f hub/jupyterhub_config.py` replaces this process (Ctrl-C stops the hub and every
@@ -24,6 +25,7 @@ single-user server). STATE is $HUB_STATE, else hub/state in the repository.
 
 import argparse
 import functools
+import hashlib
 import json
 import os
 import pwd
@@ -41,6 +43,7 @@ DEFAULT_ROSTER = ROOT / "hub" / "roster.example.csv"
 DEFAULT_INSTRUCTOR = "instructor"
 DEFAULT_PORT = 8000
 CHP_VERSION = "5.3.0"   # configurable-http-proxy, from npm
+SUDOERS_DIR = Path("/etc/sudoers.d")
 # What `COURSE_ROLE=instructor bash course.sh lab` puts first in JUPYTER_CONFIG_PATH: nbgrader's
 # instructor tools, which the environment disables for everyone else (course.sh, ensure_learner_view).
 INSTRUCTOR_CONFIG = Path(sys.prefix) / "etc" / "jupyter-instructor"
@@ -87,9 +90,12 @@ def user_environment(state: Path, accounts: Accounts, name: str) -> dict[str, st
     if name == accounts.instructor:
         paths.insert(0, INSTRUCTOR_CONFIG)
     # sbin too: the grader's sandbox needs util-linux's pivot_root, which Debian keeps in /usr/sbin.
-    return {"JUPYTER_CONFIG_PATH": os.pathsep.join(str(p) for p in paths),
-            "COURSE_EXCHANGE": str(exchange_dir(state)),   # for the course's nbgrader_config.py (the instructor's)
-            "PATH": f"{Path(sys.prefix) / 'bin'}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+    env = {"JUPYTER_CONFIG_PATH": os.pathsep.join(str(p) for p in paths),
+           "COURSE_EXCHANGE": str(exchange_dir(state)),   # for the course's nbgrader_config.py (the instructor's)
+           "PATH": f"{Path(sys.prefix) / 'bin'}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+    if name == accounts.instructor:   # the grader's full sandbox, through sudo (allow_full_sandbox)
+        env["COURSE_ROOT_WORKER"] = str(root_worker(state))
+    return env
 
 
 # --- the set-up, step by step ---------------------------------------------------------------------
@@ -130,17 +136,27 @@ def close_sources() -> list[Path]:
     return changed
 
 
+# The course's folders in the exchange, the instructor's, made before nbgrader's release (which sets a
+# mode only on a folder it makes, and fails on one the instructor does not own): outbound (releases)
+# and feedback as nbgrader makes them; inbound as nbgrader's 2733 (set-group-id: submissions take the
+# instructor's group; anyone may hand in, only the instructor lists it) and sticky, so that a folder
+# in it can be renamed or deleted by its owner and the instructor only, never by another learner.
+COURSE_FOLDERS = {"outbound": 0o755, "inbound": 0o3733, "feedback": 0o711}
+
+
 def make_exchange(state: Path, instructor: str, course: str) -> None:
-    """The exchange (1777, as nbgrader wants it, sticky), and in it the course's folder, made now and
-    owned by the instructor so that no learner can make it first and own the course's outbound."""
+    """The exchange (1777, as nbgrader wants it, sticky), and in it the course's folder and its
+    COURSE_FOLDERS, made now and owned by the instructor so that no learner can make one first, and
+    given their modes again on every run."""
     exchange = exchange_dir(state)
     exchange.mkdir(exist_ok=True)
     exchange.chmod(0o1777)
     folder = exchange / course
-    folder.mkdir(exist_ok=True)
     user = pwd.getpwnam(instructor)
-    os.chown(folder, user.pw_uid, user.pw_gid)
-    folder.chmod(0o755)
+    for path, mode in [(folder, 0o755), *((folder / name, mode) for name, mode in COURSE_FOLDERS.items())]:
+        path.mkdir(exist_ok=True)
+        os.chown(path, user.pw_uid, user.pw_gid, follow_symlinks=False)
+        path.chmod(mode)
 
 
 def write_shared_config(state: Path, course: str) -> None:
@@ -160,6 +176,8 @@ def write_shared_config(state: Path, course: str) -> None:
         f"c.CourseDirectory.course_id = {course!r}\n"
         "# a submission readable by its learner and the instructor only, not by every user\n"
         'c.ExchangeFactory.submit = "course_utils.hubexchange.PrivateSubmit"\n'
+        "# collect takes a learner's own folders only, follows no link, skips (and names) what it cannot take\n"
+        'c.ExchangeFactory.collect = "course_utils.hubexchange.SafeCollect"\n'
         "# Validate runs as grading does (the grader's limit per cell), as in the course's nbgrader_config.py\n"
         "from course_utils.grader.worker import validate_like_grading\n"
         "validate_like_grading(c)\n"), mode=0o644)
@@ -168,6 +186,56 @@ def write_shared_config(state: Path, course: str) -> None:
     menu = {"@jupyter/nbgrader:menu": False}
     write_private(config / "labconfig" / "page_config.json",
                   json.dumps({"disabledExtensions": menu, "lockedExtensions": menu}) + "\n", mode=0o644)
+
+
+def root_worker(state: Path) -> Path:
+    """The one command the instructor may run as root (allow_full_sandbox): STATE/rootworker."""
+    return state / "rootworker"
+
+
+def sudoers_file(state: Path) -> Path:
+    """This class's sudo rule (a name sudo reads: no dot), one per state folder."""
+    return SUDOERS_DIR / f"backprop-course-{hashlib.sha256(str(state).encode()).hexdigest()[:12]}"
+
+
+def check_root_only(path: Path) -> None:
+    """BadInput unless path and every folder above it can be changed by root only (owned by root and
+    not writable by others, or sticky like /tmp): what root runs for the instructor must stay root's."""
+    for p in [path, *path.parents]:
+        info = p.lstat()
+        if info.st_uid != 0 or (info.st_mode & 0o022 and not (p != path and info.st_mode & 0o1000)):
+            raise BadInput(f"{p} can be changed by a user other than root, and root runs {path} for the "
+                           f"instructor's grading: make it root's and not writable by others (chmod go-w)")
+
+
+def allow_full_sandbox(state: Path, instructor: str) -> Path:
+    """Grading on the hub with the full sandbox (the learner's own uid, memory and CPU cgroups) without
+    giving the instructor root: one sudo rule lets the instructor run STATE/rootworker as root, with
+    no arguments and no password; it runs course_utils.grader.rootworker in this environment's Python
+    in isolated mode (-I), which serves one sandboxed learner's worker to the instructor's grader.
+    Everything root runs there must be root's alone (check_root_only). Returns the rule's file."""
+    if shutil.which("sudo") is None or shutil.which("visudo") is None:
+        raise BadInput("sudo is missing (Debian: apt-get install sudo): the instructor grades with the full sandbox through it")
+    python = Path(sys.prefix) / "bin" / "python"
+    import course_utils
+    for path in (Path(os.path.realpath(python)), Path(sys.prefix), Path(course_utils.__file__).resolve().parent):
+        check_root_only(path)
+    script = root_worker(state)
+    write_private(script, "#!/bin/sh\n# Made by `bash course.sh hub` (hub/classroom.py, allow_full_sandbox): run as root by the\n"
+                          "# instructor's grader through sudo; serves one sandboxed learner's worker.\n"
+                          f"exec {python} -I -m course_utils.grader.rootworker\n", mode=0o755)
+    check_root_only(script)
+    rule = sudoers_file(state)
+    text = (f"# Made by `bash course.sh hub` for the class in {state}: the instructor grades with the full sandbox\n"
+            f'{instructor} ALL=(root) NOPASSWD: {script} ""\n')
+    draft = SUDOERS_DIR / f".{rule.name}.new"   # sudo skips names with a dot: checked before it counts
+    write_private(draft, text, mode=0o440)
+    done = subprocess.run(["visudo", "-cqf", str(draft)], capture_output=True, text=True)
+    if done.returncode != 0:
+        draft.unlink()
+        raise BadInput(f"visudo refused the grading rule: {(done.stdout + done.stderr).strip() or 'no output'}")
+    os.replace(draft, rule)
+    return rule
 
 
 def make_course(state: Path, accounts: Accounts, roster: Path) -> Path:
@@ -253,9 +321,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parse(sys.argv[1:] if argv is None else argv)
     if os.geteuid() != 0:
         raise BadInput("the hub creates Unix accounts and serves every user as themselves: run it as root")
-    for tool in ("useradd", "usermod", "chpasswd", "runuser", "npm"):
+    for tool in ("useradd", "usermod", "chpasswd", "runuser", "npm", "sudo"):
         if shutil.which(tool) is None:
-            raise BadInput(f"{tool} is missing (Debian: apt-get install {'nodejs npm' if tool == 'npm' else 'passwd util-linux'})")
+            package = {"npm": "nodejs npm", "sudo": "sudo"}.get(tool, "passwd util-linux")
+            raise BadInput(f"{tool} is missing (Debian: apt-get install {package})")
     state = state_dir()
     learners = read_learners(args.roster, args.instructor)      # every check before any change
     check_environment()
@@ -268,6 +337,8 @@ def main(argv: list[str] | None = None) -> int:
     for path in close_sources():
         say(f"closed {path} to other users (chmod o-rwx): learners must not read the instructor's sources")
     make_exchange(state, accounts.instructor, course_id())
+    say(f"the instructor grades with the full sandbox: {allow_full_sandbox(state, accounts.instructor)} lets them run "
+        f"{root_worker(state)} as root (course_utils.grader.rootworker)")
     write_shared_config(state, course_id())
     course = make_course(state, accounts, args.roster)
     install_proxy(state)

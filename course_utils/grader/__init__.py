@@ -5,7 +5,7 @@ ever points to a module above it in this list):
 
     cgroups       a memory, process and CPU cgroup for one worker (root)
     peakmemory    a cgroup's memory high-water mark, measured by the kernel
-    workerclock   a worker's own time: the wall clock less the time its threads waited for a CPU
+    workerclock   a worker's own time: the wall clock less the time the machine kept all its threads from running
     sandbox       the namespaces and read-only file system a learner's worker runs in
     capabilities  what this machine gives: which sandbox, a memory peak, a CPU share; the warning
     protocol      the wire format: observations as strict, bounded JSON
@@ -13,6 +13,7 @@ ever points to a module above it in this list):
     lessonfile    the instructor's notebook and a submission's answer cells, as the grader reads them
     cellrunner    the worker's process: runs cells, sends observations (learner), judges them (reference)
     worker        Limits and Worker: that process started in its sandbox, limited, timed, always killed
+    rootworker    a learner's Worker run as root through the hub's sudo rule, for a grader that is not root
     pagecache     pins the shared files' page cache, so no neighbour moves a memory peak
     grade         Reference and grade_answers: one submission graded, every zero with a reason
     review        a static read of the answers that names, for the instructor, code reaching outside

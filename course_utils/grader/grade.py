@@ -38,6 +38,7 @@ from course_utils.judging import raised_name
 from course_utils.exercises import STUB
 from course_utils.grader.lessonfile import Cell, Lesson, learner_version, load_lesson
 from course_utils.grader.capabilities import measures_memory
+from course_utils.grader.rootworker import learner_worker
 from course_utils.grader.worker import Limits, Overloaded, Worker, WorkerDied
 from course_utils.grader.workerclock import BACKSTOP
 
@@ -217,7 +218,7 @@ def _grade_once(lesson, reference, answers, notes, student, limits, slot) -> Res
     while True:
         last_answer, died = None, None
         cell_errors: dict[str, str] = {}
-        with Worker("learner", limits, slot=slot) as worker:
+        with learner_worker(limits, slot=slot) as worker:
             if worker.peak is None and measures_memory() and unmeasured not in notes:
                 notes.append(unmeasured)
             for i, cell in enumerate(lesson.cells):

@@ -31,7 +31,8 @@ from course_utils.grader.lessonfile import MAX_SUBMISSION_BYTES, Lesson, load_le
 from course_utils.grader.reports import BadInput, check_out, clean, clean_name, shown, write_reports, written_note
 from course_utils.grader.review import review
 from course_utils.grader.capabilities import SandboxUnavailable
-from course_utils.grader.worker import Limits, check_sandbox
+from course_utils.grader.rootworker import check_sandbox
+from course_utils.grader.worker import Limits
 
 DEFAULTS = Limits()
 

@@ -32,7 +32,8 @@ from traitlets import Enum, Float, Integer, List
 from course_utils.grader.grade import failed, grade_answers, reference_for
 from course_utils.grader.lessonfile import read_answers
 from course_utils.grader.review import review
-from course_utils.grader.worker import Limits, check_sandbox
+from course_utils.grader.rootworker import check_sandbox
+from course_utils.grader.worker import Limits
 
 DEFAULTS = Limits()
 

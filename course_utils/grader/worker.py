@@ -51,7 +51,7 @@ from pathlib import Path
 
 from course_utils.grader.cgroups import Cgroup
 from course_utils.grader.capabilities import SandboxUnavailable, isolation, isolation_warning
-from course_utils.grader.sandbox import FIRST_UID, environment, setup_command
+from course_utils.grader.sandbox import FIRST_UID, environment, private_network, setup_command
 from course_utils.grader.peakmemory import PeakMemory
 from course_utils.grader.workerclock import BACKSTOP, Clock, _listdir, _stat
 
@@ -158,6 +158,8 @@ class Worker:
         self._cgroup = (Cgroup(f"course-sandbox-{os.getpid()}-{self.slot}",  # Cgroup makes the name unique
                                limits.memory_bytes, limits.processes, limits.cpus)
                         if kind == "root" or (self.mode == "reference" and os.geteuid() == 0) else None)
+        if self.mode == "reference":  # a network of its own: no service it starts (gloo's sockets) reachable by others
+            command = private_network(command)
         if sandboxed:
             command = setup_command(kind, uid, self._cgroup.dirs if self._cgroup else [], command)
             env.update(environment())

@@ -200,6 +200,7 @@ def hub():
         stop(proc)
         for name in [accounts.instructor, *accounts.learners]:
             remove_account(name)
+        classroom.sudoers_file(tmp / "state").unlink(missing_ok=True)
         shutil.rmtree(tmp, ignore_errors=True)
         for path, mode in modes.items():
             path.chmod(mode)
@@ -338,11 +339,18 @@ def test_the_instructor_has_formgrader_on_their_course_and_learners_have_none(se
     assert status == 404, (status, answer)
 
 
-def test_the_instructor_grades_in_the_user_namespace_sandbox(hub):
+def test_the_instructor_grades_in_the_full_sandbox_without_being_root(hub):
+    """The instructor's grader (nbgrader autograde in their terminal or JupyterLab) gets the root
+    sandbox through the hub's one sudo rule (course_utils.grader.rootworker), and no other root."""
     name = hub.accounts.instructor
-    done = classroom.as_user(name, [sys.executable, "-c", "from course_utils.grader.capabilities import isolation; print(isolation())"],
-                             classroom.course_dir(name), classroom.user_environment(hub.state, hub.accounts, name), timeout=600)
-    assert done.stdout.strip() == "userns", done.stderr[-2000:]
+    env = classroom.user_environment(hub.state, hub.accounts, name)
+    code = ("from course_utils.grader.rootworker import check_sandbox, learner_worker\n"
+            "from course_utils.grader.worker import Limits\n"
+            "w = learner_worker(Limits())\nprint(type(w).__name__, check_sandbox(Limits()))")
+    done = classroom.as_user(name, [sys.executable, "-c", code], classroom.course_dir(name), env, timeout=600)
+    assert done.stdout.split() == ["SudoWorker", "None"], done.stderr[-2000:]
+    others = classroom.as_user(name, ["sudo", "-n", "-l", "/bin/sh"], classroom.course_dir(name), env, timeout=60)
+    assert others.returncode != 0
 
 
 @pytest.mark.browser

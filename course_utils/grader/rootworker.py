@@ -1,0 +1,282 @@
+"""A learner's worker with the full sandbox for a grader that is not root, through one sudo rule.
+
+On a class hub the instructor grades as themselves (nbgrader autograde in their JupyterLab), and a
+grader that is not root gets only the "userns" sandbox: the learner's code keeps the instructor's
+uid outside its namespaces and has no memory cgroup, so the memory checks of lessons 05 and 06
+cannot be measured from outside. `bash course.sh hub` (hub/classroom.py, allow_full_sandbox) lets
+the instructor run exactly one command as root, without a password and without arguments:
+
+    sudo -n $COURSE_ROOT_WORKER      # STATE/rootworker, root's: python -I -m course_utils.grader.rootworker
+
+It serves one learner's worker: a course_utils.grader.worker.Worker built as root (its own uid,
+memory, pids and CPU cgroups, peaks read by the kernel), driven by the grader through this
+process's stdin and stdout, one JSON line each way:
+
+    {"op": "start", "limits": {...Limits' fields}, "slot": 3}  -> {"ok": true, "peak": true}
+    {"op": "send", "command": {...}, "timeout": 60}            -> {"answer": {...}, "own": 1.2}
+                                                                  or {"died": "why", "overloaded": false, "own": ...}
+    {"op": "reset_peak"} / {"op": "peak_bytes"} / {"op": "file_bytes"} -> {"value": ...}
+    {"op": "forbid_processes"} / {"op": "allow_processes"}   -> {"value": ...} (or "died", as send)
+    {"op": "capabilities"}                                     -> {"isolation": "root", "warning": ..., "memory": ...}
+
+What it trusts of its caller: nothing but these requests, checked (a Limits of numbers, a slot in
+range, a command that is a JSON object); it reads no file the caller names, and the code it is sent
+runs in the sandbox, as the learner's uid. -I keeps the caller's folder and PYTHON* variables out
+of root's imports. It refuses to start a worker with less than the root sandbox (fails closed). At
+the end of its input (the grader is done, or died) it kills the worker and exits: the grader, which
+cannot signal a root process, stops a worker by closing the pipe.
+
+SudoWorker is the grader's side, with Worker's methods; learner_worker() gives the grader a SudoWorker
+where $COURSE_ROOT_WORKER is set, else a Worker; check_sandbox() fails closed where that rule does not work.
+"""
+
+import functools
+import json
+import os
+import select
+import subprocess
+import sys
+from dataclasses import fields
+
+from course_utils.grader.capabilities import SandboxUnavailable, isolation, isolation_warning, measures_memory
+from course_utils.grader.worker import Limits, Overloaded, Worker, WorkerDied
+from course_utils.grader.worker import check_sandbox as worker_check_sandbox
+from course_utils.grader.workerclock import BACKSTOP
+
+HEADROOM = 60   # seconds a request may take past the worker's own backstop before the grader gives up on it
+
+
+def command() -> list[str] | None:
+    """The one command the hub's sudo rule allows, as the grader runs it: sudo on $COURSE_ROOT_WORKER
+    (the hub gives it to the instructor's server); None where it is not set (no hub: Worker as usual)."""
+    path = os.environ.get("COURSE_ROOT_WORKER")
+    return ["sudo", "-n", path] if path else None
+
+
+@functools.lru_cache(maxsize=1)
+def sudo_allowed() -> bool:
+    """Whether this user may run command() as root without a password (`sudo -n -l`)."""
+    try:
+        return subprocess.run(["sudo", "-n", "-l", command()[-1]], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, timeout=30).returncode == 0
+    except (OSError, subprocess.TimeoutExpired, TypeError):
+        return False
+
+
+def learner_worker(limits: Limits, slot: int = 0):
+    """The worker a learner's answers run in: a SudoWorker (the root sandbox) where $COURSE_ROOT_WORKER
+    names the hub's rule and this grader is not root, else a Worker of mode "learner". Same methods."""
+    return SudoWorker(limits, slot) if command() is not None and os.geteuid() != 0 else Worker("learner", limits, slot)
+
+
+def check_sandbox(limits: Limits) -> str | None:
+    """worker.check_sandbox for the sandbox learner_worker() gives: through the hub's rule, the root
+    worker's own warning (None: the full sandbox), and SandboxUnavailable, naming the cause and the fix,
+    where the rule is named but does not work: it fails closed, never into a weaker sandbox unasked."""
+    if command() is None or os.geteuid() == 0:
+        return worker_check_sandbox(limits)
+    if not sudo_allowed():
+        raise SandboxUnavailable(f"$COURSE_ROOT_WORKER names the hub's grading sandbox ({command()[-1]}), but sudo does not "
+                                 "let this user run it: run `sudo bash course.sh hub` again to restore the rule. "
+                                 "To grade in the weaker user-namespace sandbox instead (no memory cgroup), unset "
+                                 "COURSE_ROOT_WORKER")
+    found = capabilities()
+    if found.get("isolation") != "root":
+        raise SandboxUnavailable(f"the hub's root worker gives no root sandbox here: {found.get('warning')}")
+    return found.get("warning")
+
+
+# --- root's side ------------------------------------------------------------------------------------
+
+def _limits(data):
+    names = {f.name for f in fields(Limits)}
+    if type(data) is not dict or not set(data) <= names:
+        raise ValueError(f"limits must be an object with keys among {sorted(names)}")
+    limits = Limits(**data)
+    if limits.sandbox != "required":
+        raise ValueError("the root worker always grades with the full sandbox")
+    return limits
+
+
+def _serve(worker, request: dict) -> dict:
+    op = request.get("op")
+    if op == "send":
+        command, timeout = request.get("command"), request.get("timeout")
+        if type(command) is not dict or type(timeout) not in (int, float) or not 0 < timeout <= 86400:
+            return {"error": "send needs a command object and a timeout in (0, 86400] seconds"}
+        before = worker.own_seconds
+        try:
+            return {"answer": worker.send(command, timeout), "own": worker.own_seconds - before}
+        except WorkerDied as e:
+            return {"died": str(e), "overloaded": isinstance(e, Overloaded), "own": worker.own_seconds - before}
+    if op == "reset_peak":
+        worker.reset_peak()
+        return {"value": None}
+    if op == "peak_bytes":
+        return {"value": worker.peak_bytes()}
+    if op == "file_bytes":
+        return {"value": worker.file_bytes()}
+    if op == "forbid_processes":
+        try:
+            worker.forbid_processes()
+            return {"value": None}
+        except WorkerDied as e:
+            return {"died": str(e), "overloaded": False, "own": 0.0}
+    if op == "allow_processes":
+        return {"value": worker.allow_processes()}
+    return {"error": f"unknown op {op!r}"}
+
+
+def main() -> int:
+    if os.geteuid() != 0:
+        print(json.dumps({"error": "the root worker runs as root (through the hub's sudo rule)"}), flush=True)
+        return 2
+    worker = None
+    try:
+        for line in sys.stdin:
+            try:
+                request = json.loads(line)
+            except ValueError:
+                request = None
+            if type(request) is not dict:
+                reply = {"error": "a request is one JSON object per line"}
+            elif request.get("op") == "capabilities":
+                reply = {"isolation": isolation(), "warning": isolation_warning(), "memory": measures_memory()}
+            elif request.get("op") == "start":
+                if worker is not None:
+                    reply = {"error": "this root worker has started its worker already"}
+                elif isolation() != "root":
+                    reply = {"error": f"no root sandbox here ({isolation_warning()})"}
+                else:
+                    try:
+                        slot = request.get("slot")
+                        worker = Worker("learner", _limits(request.get("limits")), slot=slot if type(slot) is int else -1)
+                        worker.start()
+                        reply = {"ok": True, "peak": worker.peak is not None}
+                    except (ValueError, TypeError, OSError) as e:
+                        worker = None
+                        reply = {"error": f"{type(e).__name__}: {e}"}
+            elif worker is None:
+                reply = {"error": "start the worker first"}
+            else:
+                reply = _serve(worker, request)
+            print(json.dumps(reply), flush=True)
+    finally:
+        if worker is not None:
+            worker.kill()
+    return 0
+
+
+# --- the grader's side --------------------------------------------------------------------------------
+
+class SudoWorker:
+    """A learner's worker run by command() through sudo: Worker's methods, the root sandbox's protection."""
+
+    def __init__(self, limits, slot: int = 0):
+        self.mode, self.limits, self.slot = "learner", limits, slot
+        self.proc = None
+        self.peak = None   # True where the root side measures the worker's peak memory
+        self.own_seconds = 0.0
+
+    def __enter__(self):
+        self.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.kill()
+
+    def _ask(self, request: dict, seconds: float) -> dict:
+        try:
+            self.proc.stdin.write((json.dumps(request) + "\n").encode())
+            self.proc.stdin.flush()
+            ready, _, _ = select.select([self.proc.stdout], [], [], seconds)
+            line = self.proc.stdout.readline() if ready else b""
+        except (OSError, ValueError):
+            line = b""
+        try:
+            reply = json.loads(line)
+        except ValueError:
+            reply = None
+        if type(reply) is not dict:
+            self.kill()
+            raise WorkerDied("the grading sandbox (the root worker run through sudo) stopped answering")
+        return reply
+
+    def start(self) -> None:
+        limits = {f.name: getattr(self.limits, f.name) for f in fields(self.limits)}
+        self.proc = subprocess.Popen(command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.DEVNULL)
+        reply = self._ask({"op": "start", "limits": limits, "slot": self.slot}, HEADROOM + 600)
+        if not reply.get("ok"):
+            self.kill()
+            raise SandboxUnavailable(f"the hub's grading sandbox ({' '.join(command())}) could not start a worker: "
+                                     f"{reply.get('error')}")
+        self.peak = True if reply.get("peak") else None
+
+    def send(self, message: dict, timeout: float) -> dict:
+        if self.proc is None:
+            raise WorkerDied("stopped answering")
+        reply = self._ask({"op": "send", "command": message, "timeout": timeout}, timeout * BACKSTOP + HEADROOM)
+        self.own_seconds += float(reply.get("own") or 0.0)
+        if "died" in reply:   # the root side killed it, and still says what was refused (allow_processes)
+            raise (Overloaded if reply.get("overloaded") else WorkerDied)(str(reply["died"]))
+        if type(reply.get("answer")) is not dict:
+            self.kill()
+            raise WorkerDied(f"the root worker refused the command: {reply.get('error')}")
+        return reply["answer"]
+
+    def reset_peak(self) -> None:
+        if self.peak is not None:
+            self._ask({"op": "reset_peak"}, HEADROOM)
+
+    def peak_bytes(self) -> int | None:
+        return self._value("peak_bytes") if self.peak is not None else None
+
+    def file_bytes(self) -> int | None:
+        return self._value("file_bytes")
+
+    def forbid_processes(self) -> None:
+        reply = self._ask({"op": "forbid_processes"}, HEADROOM)
+        if "died" in reply:
+            raise WorkerDied(str(reply["died"]))
+
+    def allow_processes(self) -> bool | None:
+        if self.proc is None:
+            return None
+        value = self._ask({"op": "allow_processes"}, HEADROOM).get("value")
+        return value if type(value) is bool else None
+
+    def _value(self, op: str):
+        value = self._ask({"op": op}, HEADROOM).get("value")
+        return value if type(value) is int else None
+
+    def kill(self) -> None:
+        """Close the root worker's input: it kills the sandbox and exits (the grader cannot signal root)."""
+        if self.proc is None:
+            return
+        for stream in (self.proc.stdin, self.proc.stdout):
+            try:
+                stream.close()
+            except OSError:
+                pass
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            pass
+        self.proc = None
+
+
+@functools.lru_cache(maxsize=1)
+def capabilities() -> dict:
+    """What the root worker's side sees (its isolation, warning, memory measuring), asked once."""
+    try:
+        out = subprocess.run(command(), input=b'{"op": "capabilities"}\n', capture_output=True,
+                             timeout=HEADROOM + 600).stdout
+        reply = json.loads(out.splitlines()[0])
+    except (OSError, subprocess.TimeoutExpired, ValueError, IndexError):
+        reply = None
+    return reply if type(reply) is dict else {"isolation": "none", "warning": "the root worker did not answer"}
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,150 @@
+"""course_utils.grader.rootworker: a grader that is not root grades in the root sandbox through the
+class hub's one sudo rule (hub/classroom.py, allow_full_sandbox), made here as `bash course.sh hub`
+makes it, for the user nobody.
+
+Needs root (to make the rule) and sudo; elsewhere skipped with the reason.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from course_utils.grader import rootworker
+from course_utils.grader.capabilities import SandboxUnavailable, isolation
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "hub"))
+import classroom  # noqa: E402
+
+pytestmark = pytest.mark.slow
+NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"]
+
+# Run as nobody: a learner's worker from learner_worker(), what it sees and what the grader measures.
+AS_INSTRUCTOR = r"""
+import json, os
+from course_utils.grader.rootworker import check_sandbox, learner_worker
+from course_utils.grader.worker import Limits, WorkerDied
+out = {"warning": check_sandbox(Limits())}
+with learner_worker(Limits(cell_seconds=60, processes=32), slot=7) as w:
+    out["kind"] = type(w).__name__
+    src = "import os\nuid = os.getuid()\nassert uid == 60007, uid"
+    out["uid"] = w.send({"op": "cell", "id": 0, "gid": None, "source": src}, timeout=60)["error"]
+    w.reset_peak()
+    w.send({"op": "cell", "id": 1, "gid": None, "source": "import torch\nx = torch.ones(2 ** 24)"}, timeout=60)
+    out["peak"] = w.peak_bytes()
+    w.forbid_processes()
+    out["fork"] = w.send({"op": "cell", "id": 2, "gid": None, "source": "import os\nos.fork() or os._exit(0)"}, timeout=60)["error"]
+    out["refused"] = w.allow_processes()
+    try:
+        w.send({"op": "cell", "id": 3, "gid": None, "source": "import os\nos._exit(3)"}, timeout=60)
+    except WorkerDied as e:
+        out["died"] = str(e)
+print(json.dumps(out))
+"""
+
+
+def why_not() -> str | None:
+    if os.geteuid() != 0:
+        return "making the hub's sudo rule needs root"
+    if shutil.which("sudo") is None or shutil.which("visudo") is None:
+        return "no sudo here (Debian: apt-get install sudo; bash course.sh test installs it as root)"
+    if isolation() != "root":
+        return f"no root sandbox here (isolation() is {isolation()!r})"
+    check = subprocess.run([*NOBODY, sys.executable, "-c", "import course_utils, torch"], cwd="/", capture_output=True)
+    if check.returncode != 0:
+        return f"the user nobody cannot run this environment's Python ({sys.executable})"
+    return None
+
+
+@pytest.fixture(scope="module")
+def rule():
+    """The hub's rule for nobody, in a state folder of its own: (state, the script, the sudoers file)."""
+    if reason := why_not():
+        pytest.skip(reason)
+    state = Path(tempfile.mkdtemp(prefix="bbt-rootworker-"))
+    state.chmod(0o711)
+    made = classroom.allow_full_sandbox(state, "nobody")
+    try:
+        yield state, classroom.root_worker(state), made
+    finally:
+        made.unlink(missing_ok=True)
+        shutil.rmtree(state, ignore_errors=True)
+
+
+def as_nobody(args: list[str], env: dict, **kw) -> subprocess.CompletedProcess:
+    home = Path(tempfile.mkdtemp(prefix="nobody-home-"))
+    os.chown(home, 65534, 65534)
+    try:
+        return subprocess.run([*NOBODY, *args], cwd=home, capture_output=True, text=True, timeout=600,
+                              env={"PATH": os.environ["PATH"], "HOME": str(home), **env}, **kw)
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def test_a_grader_that_is_not_root_gets_the_root_sandbox_through_the_rule(rule):
+    state, script, _ = rule
+    done = as_nobody([sys.executable, "-c", AS_INSTRUCTOR], {"COURSE_ROOT_WORKER": str(script)})
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["kind"] == "SudoWorker"
+    assert out["uid"] is None, out           # the learner's code ran as the sandbox's own uid (60000 + slot)
+    assert out["peak"] >= 2 ** 26, out       # the kernel's memory peak, measured by the root side (64 MiB of ones)
+    assert out["fork"] == "BlockingIOError" and out["refused"] is True, out   # counted by the pids cgroup
+    assert "exit code 3" in out["died"], out
+    assert "not root" not in (out["warning"] or ""), out   # no user-namespace warning: the full sandbox
+
+
+def test_the_rule_allows_that_one_command_and_nothing_else(rule):
+    state, script, made = rule
+    assert made.stat().st_mode & 0o777 == 0o440 and script.stat().st_uid == 0
+    for args in (["sudo", "-n", "-l", str(script)], ["sudo", "-n", "-l", str(script), "--extra"],
+                 ["sudo", "-n", "-l", "/bin/sh"], ["sudo", "-n", "-l", sys.executable, "-I", "-m", "course_utils.grader.rootworker"]):
+        allowed = as_nobody(args, {}).returncode == 0
+        assert allowed is (args == ["sudo", "-n", "-l", str(script)]), args
+
+
+def test_the_root_side_takes_only_well_formed_requests(rule):
+    _, script, _ = rule
+    requests = ["not json", "[1, 2]", '{"op": "send", "command": {}, "timeout": 1}',
+                '{"op": "start", "limits": {"sandbox": "optional"}, "slot": 1}',
+                '{"op": "start", "limits": {"memory_bytes": -1}, "slot": 1}',
+                '{"op": "start", "limits": {"shell": "rm -rf /"}, "slot": 1}',
+                '{"op": "start", "limits": {}, "slot": 99999}']
+    done = as_nobody(["sudo", "-n", str(script)], {}, input="\n".join(requests) + "\n")
+    replies = [json.loads(line) for line in done.stdout.splitlines()]
+    assert len(replies) == len(requests) and all("error" in r and "ok" not in r for r in replies), replies
+
+
+def test_a_rule_that_does_not_work_fails_closed_naming_the_fix(rule):
+    done = as_nobody([sys.executable, "-c", "from course_utils.grader.rootworker import check_sandbox\n"
+                      "from course_utils.grader.worker import Limits\ncheck_sandbox(Limits())"],
+                     {"COURSE_ROOT_WORKER": "/nonexistent/rootworker"})
+    assert done.returncode != 0
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("course_utils.grader.capabilities.SandboxUnavailable") and "sudo bash course.sh hub" in last
+
+
+def test_root_grades_with_its_own_worker_whatever_the_environment_says(monkeypatch):
+    monkeypatch.setenv("COURSE_ROOT_WORKER", "/nonexistent/rootworker")
+    if os.geteuid() == 0:
+        assert type(rootworker.learner_worker(rootworker.Limits())).__name__ == "Worker"
+    else:
+        with pytest.raises(SandboxUnavailable):
+            rootworker.check_sandbox(rootworker.Limits())
+
+
+def test_the_rule_is_refused_where_others_could_change_what_root_runs(tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip("making the hub's sudo rule needs root")
+    open_folder = tmp_path / "open"
+    open_folder.mkdir()
+    open_folder.chmod(0o777)
+    (open_folder / "rootworker").write_text("#!/bin/sh\n")
+    with pytest.raises(classroom.BadInput, match="can be changed by a user other than root"):
+        classroom.check_root_only(open_folder / "rootworker")
