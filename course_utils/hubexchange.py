@@ -183,6 +183,8 @@ def check_own(info: os.stat_result, shown: str, uid: int) -> None:
 def check_timestamp(shown: str, folder: str) -> None:
     """Refused when the submission's timestamp.txt (which nbgrader reads after collecting) is not a time."""
     path = os.path.join(folder, "timestamp.txt")
+    if os.path.lexists(path) and not os.path.isfile(path):   # nbgrader would open() it at every later collect
+        raise Refused(f"{shown!r}: its timestamp.txt is not a file")
     if os.path.isfile(path):
         try:
             with open(path, errors="replace") as f:

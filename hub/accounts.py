@@ -21,10 +21,12 @@ import subprocess
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from course_utils.grader.sandbox import FIRST_UID
+
 ACCOUNT_NAME = re.compile(r"[a-z_][a-z0-9_-]{0,31}")
-# useradd's UID_MIN and UID_MAX on Debian (/etc/login.defs): other uids are system accounts (nobody is
-# 65534), never reused for the class
-HUMAN_UIDS = range(1000, 60001)
+# useradd's UID_MIN and UID_MAX on Debian (/etc/login.defs), less the grader's sandbox uids (FIRST_UID + slot,
+# from 60000): other uids are system accounts (nobody is 65534) or the sandbox's, never reused for the class
+HUMAN_UIDS = range(1000, FIRST_UID)
 
 
 class BadInput(Exception):
@@ -55,11 +57,12 @@ def as_user(name: str, command: list[str], cwd: Path, env: dict[str, str], **kwa
 
 
 def write_private(path: Path, text: str, mode: int = 0o600) -> None:
-    """Write text to path, created with `mode` from the start (never readable by others in between)."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    """Write text to path, created with `mode` from the start (never readable by others in between),
+    never through a link (OSError for one)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, mode)
+    os.fchmod(fd, mode)
     with os.fdopen(fd, "w") as f:
         f.write(text)
-    os.chmod(path, mode)
 
 
 def read_learners(roster: Path, instructor: str) -> list[str]:
@@ -112,7 +115,8 @@ def make_accounts(state: Path, names: list[str]) -> dict[str, str]:
         try:
             pwd.getpwnam(name)
         except KeyError:
-            made = subprocess.run(["useradd", "--create-home", "--shell", "/bin/bash", "--user-group", name],
+            made = subprocess.run(["useradd", "--create-home", "--shell", "/bin/bash", "--user-group",
+                                   "--key", f"UID_MAX={HUMAN_UIDS[-1]}", name],   # never a sandbox's uid
                                   capture_output=True, text=True)
             if made.returncode != 0:
                 raise BadInput(f"useradd could not make the account {name}: {made.stderr.strip()[:200]}")

@@ -29,10 +29,14 @@ import hashlib
 import json
 import os
 import pwd
+import re
 import secrets
+import shlex
 import shutil
+import stat
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from accounts import Accounts, BadInput, as_user, join_groups, make_accounts, read_learners, write_private
@@ -44,6 +48,8 @@ DEFAULT_INSTRUCTOR = "instructor"
 DEFAULT_PORT = 8000
 CHP_VERSION = "5.3.0"   # configurable-http-proxy, from npm
 SUDOERS_DIR = Path("/etc/sudoers.d")
+# A path a sudoers rule can name as it is: no space, nothing sudoers would need escaped (, : = \ # " and the like).
+SUDOERS_PATH = re.compile(r"[A-Za-z0-9_.+/-]+")
 # What `COURSE_ROLE=instructor bash course.sh lab` puts first in JUPYTER_CONFIG_PATH: nbgrader's
 # instructor tools, which the environment disables for everyone else (course.sh, ensure_learner_view).
 INSTRUCTOR_CONFIG = Path(sys.prefix) / "etc" / "jupyter-instructor"
@@ -142,26 +148,44 @@ def close_sources() -> list[Path]:
 # instructor's group; anyone may hand in, only the instructor lists it) and sticky, so that a folder
 # in it can be renamed or deleted by its owner and the instructor only, never by another learner.
 COURSE_FOLDERS = {"outbound": 0o755, "inbound": 0o3733, "feedback": 0o711}
+# How root opens a folder it changes: a folder, never through a link (os.open fails on one).
+FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
 
 
 def make_exchange(state: Path, instructor: str, course: str) -> None:
     """The exchange (1777, as nbgrader wants it, sticky), and in it the course's folder and its
     COURSE_FOLDERS, made now and owned by the instructor so that no learner can make one first, and
-    given their modes again on every run."""
+    given their modes again on every run. The instructor can put a link in place of any of these (the
+    course's folder is theirs, and theirs in the sticky exchange): each is opened in the one above it,
+    never through a link, and changed through its file descriptor; BadInput for one that is not a folder."""
     exchange = exchange_dir(state)
     exchange.mkdir(exist_ok=True)
-    exchange.chmod(0o1777)
-    folder = exchange / course
     user = pwd.getpwnam(instructor)
-    for path, mode in [(folder, 0o755), *((folder / name, mode) for name, mode in COURSE_FOLDERS.items())]:
-        path.mkdir(exist_ok=True)
-        os.chown(path, user.pw_uid, user.pw_gid, follow_symlinks=False)
-        path.chmod(mode)
+    folders = [os.open(exchange, FOLDER)]   # STATE is root's: nobody else can swap the exchange
+    try:
+        os.fchmod(folders[0], 0o1777)
+        for above, name, mode in [(0, course, 0o755), *((1, name, mode) for name, mode in COURSE_FOLDERS.items())]:
+            path = exchange / course / name if above else exchange / course
+            try:
+                os.mkdir(name, 0o700, dir_fd=folders[above])
+            except FileExistsError:
+                pass
+            try:
+                folders.append(os.open(name, FOLDER, dir_fd=folders[above]))
+            except OSError as e:
+                raise BadInput(f"{path} is not a folder ({e.strerror}; a link, say): root follows no link there. "
+                               f"Remove it and run this again") from None
+            os.fchown(folders[-1], user.pw_uid, user.pw_gid)
+            os.fchmod(folders[-1], mode)
+    finally:
+        for fd in folders:
+            os.close(fd)
 
 
 def write_shared_config(state: Path, course: str) -> None:
     """STATE/jupyter, every user's first config folder but the instructor's (user_environment):
-    nbgrader_config.py names the exchange and the course and sets Validate as grading runs; labconfig/page_config.json gives back
+    nbgrader_config.py names the exchange and the course, sets Validate as grading runs and shows
+    learners' text safely in Formgrader and feedback (SafeMarkdown); labconfig/page_config.json gives back
     nbgrader's menu, which the environment's learner view hides (course.sh, ensure_learner_view):
     on the hub learners need its Assignment List to fetch and submit, and the menu shows only that,
     the instructor tools' commands being off (they stay so)."""
@@ -180,7 +204,12 @@ def write_shared_config(state: Path, course: str) -> None:
         'c.ExchangeFactory.collect = "course_utils.hubexchange.SafeCollect"\n'
         "# Validate runs as grading does (the grader's limit per cell), as in the course's nbgrader_config.py\n"
         "from course_utils.grader.worker import validate_like_grading\n"
-        "validate_like_grading(c)\n"), mode=0o644)
+        "validate_like_grading(c)\n"
+        "# a learner's text shown as text, never run, in Formgrader and feedback, as in the course's nbgrader_config.py\n"
+        "# (here too: the instructor's copy of it is made once, and may be older)\n"
+        "from course_utils.grader.reports import SafeMarkdown\n"
+        "c.HTMLExporter.sanitize_html = True\n"
+        'c.HTMLExporter.filters = {"markdown2html": SafeMarkdown}\n'), mode=0o644)
     (config / "labconfig").mkdir(exist_ok=True)
     (config / "labconfig").chmod(0o755)
     menu = {"@jupyter/nbgrader:menu": False}
@@ -198,14 +227,27 @@ def sudoers_file(state: Path) -> Path:
     return SUDOERS_DIR / f"backprop-course-{hashlib.sha256(str(state).encode()).hexdigest()[:12]}"
 
 
-def check_root_only(path: Path) -> None:
+def check_root_only(path: Path, tree: bool = False) -> None:
     """BadInput unless path and every folder above it can be changed by root only (owned by root and
-    not writable by others, or sticky like /tmp): what root runs for the instructor must stay root's."""
+    not writable by others, or sticky like /tmp), and with tree everything in it too (os.walk, following
+    no link; a link to a file is checked by its target): what root runs for the instructor must stay root's."""
+    def refuse(p, why: str = "can be changed by a user other than root") -> None:
+        raise BadInput(f"{p} {why}, and root runs {path} for the instructor's grading: make it root's and not "
+                       f"writable by others (chmod go-w)")
     for p in [path, *path.parents]:
         info = p.lstat()
         if info.st_uid != 0 or (info.st_mode & 0o022 and not (p != path and info.st_mode & 0o1000)):
-            raise BadInput(f"{p} can be changed by a user other than root, and root runs {path} for the "
-                           f"instructor's grading: make it root's and not writable by others (chmod go-w)")
+            refuse(p)
+    for folder, folders, files in os.walk(path) if tree else ():
+        for name in folders + files:
+            p = os.path.join(folder, name)
+            info = os.lstat(p)
+            if stat.S_ISLNK(info.st_mode):
+                if not os.path.isfile(p):
+                    refuse(p, "is a link to a folder or to nothing (not checked)")
+                check_root_only(Path(os.path.realpath(p)))
+            elif info.st_uid != 0 or info.st_mode & 0o022:
+                refuse(p)
 
 
 def allow_full_sandbox(state: Path, instructor: str) -> Path:
@@ -214,16 +256,24 @@ def allow_full_sandbox(state: Path, instructor: str) -> Path:
     no arguments and no password; it runs course_utils.grader.rootworker in this environment's Python
     in isolated mode (-I), which serves one sandboxed learner's worker to the instructor's grader.
     Everything root runs there must be root's alone (check_root_only). Returns the rule's file."""
+    script = root_worker(state)
+    if not SUDOERS_PATH.fullmatch(str(script)):
+        raise BadInput(f"{str(script)!r}: the grading rule for sudo names it, and can name only a path of letters, digits "
+                       f"and _ . + - / (no space): choose another HUB_STATE")
     if shutil.which("sudo") is None or shutil.which("visudo") is None:
         raise BadInput("sudo is missing (Debian: apt-get install sudo): the instructor grades with the full sandbox through it")
     python = Path(sys.prefix) / "bin" / "python"
     import course_utils
-    for path in (Path(os.path.realpath(python)), Path(sys.prefix), Path(course_utils.__file__).resolve().parent):
+    for path in (Path(os.path.realpath(python)), Path(sys.prefix), *Path(sys.prefix).glob("pyvenv.cfg")):
         check_root_only(path)
-    script = root_worker(state)
+    # and everything in what root imports and runs from, files too (a writable file in a root-only folder
+    # can be written): 47,000 files and folders in a venv with torch, 0.3 to 0.8 s on two busy cores
+    for path in (Path(sys.prefix) / "bin", *Path(sys.prefix).glob("lib/*/site-packages"),
+                 Path(course_utils.__file__).resolve().parent):
+        check_root_only(path, tree=True)
     write_private(script, "#!/bin/sh\n# Made by `bash course.sh hub` (hub/classroom.py, allow_full_sandbox): run as root by the\n"
                           "# instructor's grader through sudo; serves one sandboxed learner's worker.\n"
-                          f"exec {python} -I -m course_utils.grader.rootworker\n", mode=0o755)
+                          f"exec {shlex.quote(str(python))} -I -m course_utils.grader.rootworker\n", mode=0o755)
     check_root_only(script)
     rule = sudoers_file(state)
     text = (f"# Made by `bash course.sh hub` for the class in {state}: the instructor grades with the full sandbox\n"
@@ -238,31 +288,47 @@ def allow_full_sandbox(state: Path, instructor: str) -> Path:
     return rule
 
 
+# What the instructor runs to fill their course (make_course): $1 root's staged copy, $2 the course.
+FILL_COURSE = """set -e
+mkdir -p -m 700 "$2" && chmod 700 "$2"
+[ -e "$2/solutions" ] || cp -R "$1/solutions" "$2/solutions"
+[ -e "$2/nbgrader_config.py" ] || cp "$1/nbgrader_config.py" "$2/"
+cp "$1/roster.csv" "$2/roster.csv"
+mkdir -p "$HOME/.jupyter"
+cp "$1/jupyter_nbgrader_config.py" "$HOME/.jupyter/nbgrader_config.py"
+cd "$2"
+exec nbgrader db student import roster.csv
+"""
+
+
 def make_course(state: Path, accounts: Accounts, roster: Path) -> Path:
     """~INSTRUCTOR/course: solutions/ and nbgrader_config.py copied once (the instructor's edits are
-    kept on later runs), owned by the instructor, mode 700; the roster imported into its gradebook."""
+    kept on later runs), mode 700; the roster imported into its gradebook. The home is the instructor's,
+    who can put a link anywhere in it: root writes nothing there, but copies the files into a folder of
+    its own (in STATE), gives that copy to the instructor, and the instructor puts it in place (FILL_COURSE),
+    so that any link there is followed with the instructor's rights alone."""
     course = course_dir(accounts.instructor)
     user = pwd.getpwnam(accounts.instructor)
-    course.mkdir(mode=0o700, exist_ok=True)
-    if not (course / "solutions").exists():
-        shutil.copytree(ROOT / "solutions", course / "solutions", ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
-    if not (course / "nbgrader_config.py").exists():
-        shutil.copy(ROOT / "nbgrader_config.py", course)
-    shutil.copy(roster, course / "roster.csv")
-    # nbgrader run by the instructor anywhere, Formgrader included (it reads the config of its
-    # server's working folder, the home), works on this course with the course's configuration.
-    jupyter = Path(user.pw_dir) / ".jupyter"
-    jupyter.mkdir(exist_ok=True)
-    write_private(jupyter / "nbgrader_config.py", (
-        '"""Made by `bash course.sh hub` (hub/classroom.py): this account\'s nbgrader works on its course."""\n'
-        f"load_subconfig({str(course / 'nbgrader_config.py')!r})  # noqa: F821\n"), mode=0o644)
-    for path in [course, *course.rglob("*"), jupyter, jupyter / "nbgrader_config.py"]:
-        os.chown(path, user.pw_uid, user.pw_gid, follow_symlinks=False)
-    course.chmod(0o700)
-    done = as_user(accounts.instructor, ["nbgrader", "db", "student", "import", "roster.csv"], course,
-                   user_environment(state, accounts, accounts.instructor))
+    tmp = Path(tempfile.mkdtemp(prefix="course-", dir=state))   # root's, mode 700 until all is the instructor's
+    try:
+        staged = tmp / "course"
+        shutil.copytree(ROOT / "solutions", staged / "solutions", ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
+        shutil.copy(ROOT / "nbgrader_config.py", staged)
+        shutil.copy(roster, staged / "roster.csv")
+        # nbgrader run by the instructor anywhere, Formgrader included (it reads the config of its
+        # server's working folder, the home), works on this course with the course's configuration.
+        (staged / "jupyter_nbgrader_config.py").write_text(
+            '"""Made by `bash course.sh hub` (hub/classroom.py): this account\'s nbgrader works on its course."""\n'
+            f"load_subconfig({str(course / 'nbgrader_config.py')!r})  # noqa: F821\n")
+        for path in [staged, *staged.rglob("*")]:
+            os.chown(path, user.pw_uid, user.pw_gid, follow_symlinks=False)
+        tmp.chmod(0o711)
+        done = as_user(accounts.instructor, ["sh", "-c", FILL_COURSE, "sh", str(staged), str(course)], Path(user.pw_dir),
+                       user_environment(state, accounts, accounts.instructor))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)   # following no link (shutil.rmtree.avoids_symlink_attacks)
     if done.returncode != 0:
-        raise BadInput(f"nbgrader could not import the roster into {course}/gradebook.db: "
+        raise BadInput(f"{accounts.instructor} could not fill {course} or import the roster into its gradebook.db: "
                        f"{(done.stderr.strip().splitlines() or ['no output'])[-1]}")
     return course
 

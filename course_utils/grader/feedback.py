@@ -86,13 +86,15 @@ def scrub(message: str, got, want) -> str:
     texts = [text for text in theirs if text and text not in names]
     if len(texts) * len(message) > MAX_WORK:   # each is looked for in the whole message
         return TOO_MANY
-    found = [text for text in texts if text in message]
+    # a string shows as itself (str(), an f-string) or escaped inside its repr (a list's, a dict's keys)
+    found = [text for text in texts if text in message or repr(text)[1:-1] in message]
     if len(found) > MAX_FOUND:
         return TOO_MANY
     for text in sorted(found, key=len, reverse=True):
         message = message.replace(repr(text), "<a string>")
         if len(text) >= 8 or not text.isascii() or _LETTER.search(text):
-            message = re.sub(r"(?<![A-Za-z0-9_])" + re.escape(text) + r"(?![A-Za-z0-9_])", "<text>", message)
+            for shown in dict.fromkeys((text, repr(text)[1:-1])):
+                message = re.sub(r"(?<![A-Za-z0-9_])" + re.escape(shown) + r"(?![A-Za-z0-9_])", "<text>", message)
     if names:
         spent = 0
 

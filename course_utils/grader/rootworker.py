@@ -33,12 +33,14 @@ where $COURSE_ROOT_WORKER is set, else a Worker; check_sandbox() fails closed wh
 import functools
 import json
 import os
+import pwd
 import select
 import subprocess
 import sys
 from dataclasses import fields
 
 from course_utils.grader.capabilities import SandboxUnavailable, isolation, isolation_warning, measures_memory
+from course_utils.grader.sandbox import FIRST_UID
 from course_utils.grader.worker import Limits, Overloaded, Worker, WorkerDied
 from course_utils.grader.worker import check_sandbox as worker_check_sandbox
 from course_utils.grader.workerclock import BACKSTOP
@@ -83,7 +85,14 @@ def check_sandbox(limits: Limits) -> str | None:
     found = capabilities()
     if found.get("isolation") != "root":
         raise SandboxUnavailable(f"the hub's root worker gives no root sandbox here: {found.get('warning')}")
-    return found.get("warning")
+    return "; ".join(filter(None, [found.get("warning"), REFERENCE_UNMEASURED]))
+
+
+# The reference run (the instructor's notebook) stays the instructor's own process, with no cgroup:
+# root must never run a notebook the instructor can edit.
+REFERENCE_UNMEASURED = ("the learners' code runs in the full sandbox (the hub's root worker), but the reference run is "
+                        "yours, with no memory cgroup: lessons 05 and 06's kernel-measured memory checks are skipped "
+                        "(their in-process checks and course_utils.grader.review still run); for them, grade as root")
 
 
 # --- root's side ------------------------------------------------------------------------------------
@@ -96,6 +105,15 @@ def _limits(data):
     if limits.sandbox != "required":
         raise ValueError("the root worker always grades with the full sandbox")
     return limits
+
+
+def _account(uid: int) -> bool:
+    """Whether uid belongs to an account (the sandbox's uids must be nobody's)."""
+    try:
+        pwd.getpwuid(uid)
+        return True
+    except (KeyError, OverflowError):
+        return False
 
 
 def _serve(worker, request: dict) -> dict:
@@ -150,7 +168,10 @@ def main() -> int:
                 else:
                     try:
                         slot = request.get("slot")
-                        worker = Worker("learner", _limits(request.get("limits")), slot=slot if type(slot) is int else -1)
+                        slot = slot if type(slot) is int else -1
+                        if _account(FIRST_UID + slot):
+                            raise ValueError(f"slot {slot}: uid {FIRST_UID + slot} is an account of this machine")
+                        worker = Worker("learner", _limits(request.get("limits")), slot=slot)
                         worker.start()
                         reply = {"ok": True, "peak": worker.peak is not None}
                     except (ValueError, TypeError, OSError) as e:
@@ -159,7 +180,10 @@ def main() -> int:
             elif worker is None:
                 reply = {"error": "start the worker first"}
             else:
-                reply = _serve(worker, request)
+                try:
+                    reply = _serve(worker, request)
+                except Exception as e:  # noqa: BLE001 - the grader is told (and grades again), this process goes on
+                    reply = {"error": f"{type(e).__name__}: {e}"}
             print(json.dumps(reply), flush=True)
     finally:
         if worker is not None:
@@ -197,9 +221,12 @@ class SudoWorker:
             reply = json.loads(line)
         except ValueError:
             reply = None
-        if type(reply) is not dict:
+        if type(reply) is not dict:   # sudo or the root side failed: the grader's problem, graded again
             self.kill()
-            raise WorkerDied("the grading sandbox (the root worker run through sudo) stopped answering")
+            raise Overloaded("the grading sandbox (the hub's root worker, run through sudo) stopped answering")
+        if "error" in reply and request.get("op") != "start":
+            self.kill()
+            raise Overloaded(f"the grading sandbox (the hub's root worker) failed: {reply['error']}")
         return reply
 
     def start(self) -> None:
@@ -222,7 +249,7 @@ class SudoWorker:
             raise (Overloaded if reply.get("overloaded") else WorkerDied)(str(reply["died"]))
         if type(reply.get("answer")) is not dict:
             self.kill()
-            raise WorkerDied(f"the root worker refused the command: {reply.get('error')}")
+            raise Overloaded("the grading sandbox (the hub's root worker) sent no answer")
         return reply["answer"]
 
     def reset_peak(self) -> None:

@@ -102,6 +102,14 @@ def check_sandbox(limits: Limits) -> str | None:
     return isolation_warning()
 
 
+def _alive(pid: int, state: str) -> bool:
+    """Whether process pid still runs: not a zombie, or a zombie main thread whose other threads run on
+    (a process whose main thread called pthread_exit shows "Z" in /proc/PID/stat)."""
+    if state not in ("Z", "X"):
+        return True
+    return any((_stat(int(t.name)) or ["Z"])[0] not in ("Z", "X") for t in _listdir(Path(f"/proc/{pid}/task")))
+
+
 class WorkerDied(Exception):
     """The worker ended, or was killed, before answering; str(e) says why in a learner's words."""
 
@@ -348,7 +356,7 @@ class Worker:
             if pid in seen:   # /proc is read one process at a time: a reused pid must not make a loop
                 continue
             seen.add(pid)
-            if pid not in keep and table.get(pid, (0, "Z", 0))[1] not in ("Z", "X"):   # zombies are dead already
+            if pid not in keep and _alive(pid, table.get(pid, (0, "Z", 0))[1]):
                 found.append(pid)
             todo.extend(children.get(pid, []))
         return runner, found

@@ -242,3 +242,15 @@ def test_any_string_comes_out_safe_to_write():
                                                      "fx_count_test": Outcome(1.0, 1.0, "")}, [UNSAFE, "\udcff"])
     page = feedback.page(result)
     assert _safe(page.replace("\n", "")) and "1 / 3" in page
+
+
+def test_a_string_shown_escaped_in_a_repr_is_scrubbed_too():
+    """A key with a newline, a tab or both quotes shows in a message only escaped (in its repr, or a
+    list's): it is found in that form and replaced, not quoted back."""
+    from course_utils.grader.feedback import scrub
+    for secret in ("uryyb jbeyq: cevag(n)\n", "a\tb 'c' \"d\" hidden text", "x = 1\\n y"):
+        got = {secret: 1.0}
+        message = f"should have the keys ['a', 'b'], got {sorted(got)}"
+        cleaned = scrub(message, got, {"a": 1.0, "b": 2.0})
+        assert repr(secret)[1:-1] not in cleaned and secret not in cleaned, cleaned
+        assert "should have the keys ['a', 'b']" in cleaned

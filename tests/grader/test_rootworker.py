@@ -7,6 +7,7 @@ Needs root (to make the rule) and sudo; elsewhere skipped with the reason.
 
 import json
 import os
+import pwd
 import shutil
 import subprocess
 import sys
@@ -17,6 +18,7 @@ import pytest
 
 from course_utils.grader import rootworker
 from course_utils.grader.capabilities import SandboxUnavailable, isolation
+from course_utils.grader.sandbox import FIRST_UID
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "hub"))
@@ -97,7 +99,21 @@ def test_a_grader_that_is_not_root_gets_the_root_sandbox_through_the_rule(rule):
     assert out["peak"] >= 2 ** 26, out       # the kernel's memory peak, measured by the root side (64 MiB of ones)
     assert out["fork"] == "BlockingIOError" and out["refused"] is True, out   # counted by the pids cgroup
     assert "exit code 3" in out["died"], out
-    assert "not root" not in (out["warning"] or ""), out   # no user-namespace warning: the full sandbox
+    assert out["warning"] == rootworker.REFERENCE_UNMEASURED, out   # no user-namespace warning: the full sandbox
+
+
+def test_the_sandbox_uids_are_nobodys(rule):
+    """The root side refuses a slot whose uid (60000 + slot) belongs to an account of the machine."""
+    _, script, _ = rule
+    if shutil.which("useradd") is None:
+        pytest.skip("no useradd here (Debian: apt-get install passwd)")
+    name = "bbtslot" + str(os.getpid() % 10000)
+    subprocess.run(["useradd", "--no-create-home", "--uid", str(FIRST_UID + 4321), name], check=True, capture_output=True)
+    try:
+        done = as_nobody(["sudo", "-n", str(script)], {}, input=json.dumps({"op": "start", "limits": {}, "slot": 4321}) + "\n")
+    finally:
+        subprocess.run(["userdel", name], capture_output=True)
+    assert "is an account of this machine" in json.loads(done.stdout.splitlines()[0])["error"]
 
 
 def test_the_rule_allows_that_one_command_and_nothing_else(rule):

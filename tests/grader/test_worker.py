@@ -4,6 +4,7 @@ named, and every process it started goes with it."""
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -228,3 +229,29 @@ def test_a_normal_users_worker_cannot_start_processes_once_forbidden():
     kind = json.loads(proc.stdout.strip().splitlines()[-1])
     if kind != "userns":
         pytest.skip(f"the user nobody gets no user namespaces here (isolation() is {kind!r})")
+
+
+def test_a_process_whose_main_thread_exited_still_counts_as_running():
+    """A helper whose main thread called pthread_exit shows "Z" in /proc/PID/stat while its other
+    threads run on: forbid_processes must still see it (and kill it)."""
+    import multiprocessing
+    from course_utils.grader.worker import _alive
+
+    def leader():
+        import ctypes
+        import threading
+        threading.Thread(target=time.sleep, args=(300,)).start()
+        ctypes.CDLL(None).pthread_exit(None)
+
+    proc = multiprocessing.get_context("fork").Process(target=leader)
+    proc.start()
+    try:
+        deadline = time.monotonic() + 10
+        while Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+            assert time.monotonic() < deadline, "the main thread did not exit"
+            time.sleep(0.05)
+        assert _alive(proc.pid, "Z")
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.join()
+    assert not _alive(proc.pid, "Z")

@@ -7,6 +7,7 @@ refuse before it looks at the machine (one line on stderr, exit 2, no traceback)
 import os
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -78,3 +79,15 @@ def test_the_command_needs_root_or_a_roster_it_can_read(tmp_path):
         assert "run it as root" in done.stderr
     else:
         assert "none.csv" in done.stderr or "is missing" in done.stderr, done.stderr
+
+
+def test_an_account_with_a_uid_of_the_graders_sandbox_is_refused(tmp_path, monkeypatch):
+    """The grader's sandbox runs learners' code as FIRST_UID + slot: no such uid is a learner's, and
+    useradd is told so (UID_MAX) for the accounts it makes."""
+    from course_utils.grader.sandbox import FIRST_UID
+    assert accounts.HUMAN_UIDS[-1] < FIRST_UID and FIRST_UID - 1 in accounts.HUMAN_UIDS
+    real = accounts.pwd.getpwnam
+    monkeypatch.setattr(accounts.pwd, "getpwnam", lambda name: types.SimpleNamespace(pw_uid=FIRST_UID, pw_gid=FIRST_UID)
+                        if name == "zq_sandboxed" else real(name))
+    with pytest.raises(accounts.BadInput, match=f"system account \\(uid {FIRST_UID}\\)"):
+        accounts.read_learners(roster(tmp_path, "zq_ada", "zq_sandboxed"), "zq_teacher")

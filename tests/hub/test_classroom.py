@@ -1,0 +1,232 @@
+"""hub/classroom.py's steps run as root (`bash course.sh hub`) against an instructor who puts links
+where root works: root must follow none of them.
+
+- make_exchange: the instructor owns the exchange's course folder (and it is theirs in the sticky
+  exchange), so they can put a link, or a file, in place of it or of inbound: BadInput naming it, and
+  the link's target (a root-owned scratch folder, standing for /etc) keeps its mode and owner.
+  The instructor here is the user nobody (no account made).
+- make_course: the instructor's home is theirs: links as ~/course, ~/.jupyter, ~/course/solutions or
+  ~/course/roster.csv, to a root-owned scratch folder, leave it as it was; a first run copies the
+  course, keeping what the instructor has. One account made (useradd); two nbgrader runs, about 5 s
+  each on two busy cores, most of the time.
+- the checks of the set-up's input: the shared configuration's safe HTML, a state path sudo cannot
+  name, and check_root_only over a whole tree.
+The tests that change owners need root (as `bash course.sh hub`), else they are skipped with the reason.
+"""
+
+import os
+import pwd
+import secrets
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "hub"))
+import classroom  # noqa: E402
+
+NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"]
+# The course's configuration as far as `nbgrader db student import` goes (the repository's imports the
+# grader, and torch, which would make each nbgrader command seconds slower)
+COURSE_CONFIG = """import os
+c = get_config()
+c.CourseDirectory.root = os.path.dirname(os.path.abspath(__file__))
+c.CourseDirectory.source_directory = "solutions"
+"""
+ROSTER = "id,first_name,last_name,email\nzq_ada,Ada,L,ada@example.org\nzq_alan,Alan,T,alan@example.org\n"
+
+
+def needs_root(*tools: str) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("root changes owners here, as `bash course.sh hub` does: run as root")
+    for tool in tools:
+        if shutil.which(tool) is None:
+            pytest.skip(f"needs {tool} (Debian: apt-get install passwd util-linux)")
+
+
+def as_user(command: list[str], user: str | None = None) -> subprocess.CompletedProcess:
+    """A command as the user nobody, or as `user` (runuser)."""
+    prefix = ["runuser", "-u", user, "--"] if user else NOBODY
+    return subprocess.run([*prefix, *command], cwd="/", capture_output=True, text=True, timeout=60)
+
+
+def tree(path: Path) -> dict[str, tuple]:
+    """Owner, mode and bytes of path and everything in it (what root must leave as it was)."""
+    return {str(p): (p.lstat().st_uid, p.lstat().st_mode, p.read_bytes() if p.is_file() else None)
+            for p in [path, *path.rglob("*")]}
+
+
+@pytest.fixture
+def scratch():
+    """A folder open to nobody's search (like /), holding a root-owned folder `etc` with a file:
+    the folder, which the links point at."""
+    top = Path(tempfile.mkdtemp(prefix="bbx-links-"))
+    top.chmod(0o711)
+    etc = top / "etc"
+    etc.mkdir(mode=0o755)
+    (etc / "passwd").write_text("root:x:0:0\n")
+    try:
+        yield etc
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
+
+
+# --- make_exchange: the exchange's course folder ---------------------------------------------------
+
+SWAPS = {   # as the instructor, sys.argv[1] the course's folder, [2] the scratch folder
+    "inbound is a link": "import os, shutil, sys; shutil.rmtree(sys.argv[1] + '/inbound'); "
+                         "os.symlink(sys.argv[2], sys.argv[1] + '/inbound')",
+    "the course's folder is a link": "import os, sys; os.rename(sys.argv[1], sys.argv[1] + '.old'); "
+                                     "os.symlink(sys.argv[2], sys.argv[1])",
+    "inbound is a file": "import os, shutil, sys; shutil.rmtree(sys.argv[1] + '/inbound'); "
+                         "open(sys.argv[1] + '/inbound', 'w').close()",
+}
+
+
+@pytest.mark.parametrize("swap", SWAPS)
+def test_make_exchange_follows_no_link_the_instructor_puts_in_the_exchange(scratch, swap):
+    needs_root("setpriv")
+    state = scratch.parent / "state"
+    classroom.make_state(state)
+    classroom.make_exchange(state, "nobody", "course")
+    folder = state / "exchange" / "course"
+    assert (folder / "inbound").stat().st_uid == 65534 and stat.S_IMODE((folder / "inbound").stat().st_mode) == 0o3733
+    before = tree(scratch)
+    done = as_user([sys.executable, "-c", SWAPS[swap], str(folder), str(scratch)])
+    assert done.returncode == 0, done.stderr   # the instructor can do it
+    with pytest.raises(classroom.BadInput, match="is not a folder") as e:
+        classroom.make_exchange(state, "nobody", "course")
+    assert str(folder / "inbound" if "inbound" in swap else folder) in str(e.value)
+    assert tree(scratch) == before
+
+
+# --- make_course: the instructor's home ------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def instructor():
+    """An instructor's account and a state folder: (accounts, state)."""
+    needs_root("useradd", "userdel", "runuser")
+    probe = as_user([sys.executable, "-c", "import nbgrader"])
+    if probe.returncode != 0:
+        pytest.skip(f"other users cannot run this environment's Python ({os.path.realpath(sys.executable)})")
+    accounts = classroom.Accounts("bbx" + secrets.token_hex(3) + "i", [])
+    tmp = Path(tempfile.mkdtemp(prefix="bbx-course-"))
+    tmp.chmod(0o711)
+    state = tmp / "state"
+    try:
+        classroom.make_state(state)
+        classroom.make_accounts(state, [accounts.instructor])
+        (tmp / "roster.csv").write_text(ROSTER)
+        yield accounts, state
+    finally:
+        subprocess.run(["userdel", "-r", accounts.instructor], capture_output=True)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def fresh_home(name: str, **files: str) -> Path:
+    """The instructor's home without a course or .jupyter, then `files` (path in the home: text)
+    written as the instructor; the home."""
+    home = Path(pwd.getpwnam(name).pw_dir)
+    code = ("import os, shutil, sys\nfor p in ('course', '.jupyter'):\n"
+            "    shutil.rmtree(p) if os.path.isdir(p) and not os.path.islink(p) else os.path.lexists(p) and os.remove(p)\n"
+            "for p, text in zip(sys.argv[1::2], sys.argv[2::2]):\n"
+            "    os.makedirs(os.path.dirname(p) or '.', exist_ok=True); open(p, 'w').write(text)\n")
+    done = as_user([sys.executable, "-c", f"import os; os.chdir({str(home)!r})\n" + code,
+                    *[x for item in files.items() for x in item]], user=name)
+    assert done.returncode == 0, done.stderr
+    return home
+
+
+@pytest.mark.slow
+@pytest.mark.hub
+def test_make_course_copies_the_course_keeps_the_instructors_own_and_imports_the_roster(instructor):
+    """A first run, in a home where the instructor has a course configuration of their own already:
+    solutions/ copied, the configuration kept (as a later run keeps every file it would copy)."""
+    accounts, state = instructor
+    home = fresh_home(accounts.instructor, **{"course/nbgrader_config.py": COURSE_CONFIG})
+    course = classroom.make_course(state, accounts, state.parent / "roster.csv")
+    assert course == home / "course" and stat.S_IMODE(course.stat().st_mode) == 0o700
+    ours = {str(p.relative_to(ROOT / "solutions")) for p in (ROOT / "solutions").rglob("*") if ".ipynb_checkpoints" not in str(p)}
+    assert {str(p.relative_to(course / "solutions")) for p in (course / "solutions").rglob("*")} == ours
+    assert (course / "nbgrader_config.py").read_text() == COURSE_CONFIG and (course / "roster.csv").read_text() == ROSTER
+    owner = pwd.getpwnam(accounts.instructor).pw_uid
+    assert all(p.lstat().st_uid == owner for p in [course, *course.rglob("*"), home / ".jupyter" / "nbgrader_config.py"])
+    assert f"load_subconfig({str(course / 'nbgrader_config.py')!r})" in (home / ".jupyter" / "nbgrader_config.py").read_text()
+    from nbgrader.api import Gradebook
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        assert sorted(s.id for s in gb.students) == ["zq_ada", "zq_alan"]
+    assert not list(state.glob("course-*"))   # root's staged copy is gone
+
+
+@pytest.mark.hub
+@pytest.mark.parametrize("link", ["course", ".jupyter", ".jupyter/nbgrader_config.py", "course/solutions",
+                                  "course/roster.csv"])
+def test_make_course_follows_no_link_the_instructor_puts_in_their_home(instructor, scratch, link):
+    """Each link points at the root-owned scratch folder (a file in it for the links named like
+    files): make_course either goes on or stops with BadInput, the scratch folder as it was."""
+    accounts, state = instructor
+    home = fresh_home(accounts.instructor, **({} if link == "course" else {"course/nbgrader_config.py": COURSE_CONFIG}))
+    target = scratch / "passwd" if link.endswith((".py", ".csv")) else scratch
+    done = as_user([sys.executable, "-c", "import os, sys; os.makedirs(os.path.dirname(sys.argv[1]), exist_ok=True); "
+                    "os.symlink(sys.argv[2], sys.argv[1])", str(home / link), str(target)], user=accounts.instructor)
+    assert done.returncode == 0, done.stderr
+    before = tree(scratch)
+    try:
+        classroom.make_course(state, accounts, state.parent / "roster.csv")
+        assert link == "course/solutions", "only a link the course keeps as the instructor's own lets it go on"
+        assert (home / link).is_symlink()
+    except classroom.BadInput as e:
+        assert ("Permission denied" in str(e) or "Operation not permitted" in str(e)) and accounts.instructor in str(e), e
+    assert tree(scratch) == before
+
+
+# --- the set-up's other input ----------------------------------------------------------------------
+
+def test_every_users_nbgrader_shows_a_learners_text_safely(tmp_path):
+    """The shared configuration, rewritten on every run, holds the course's safe HTML for Formgrader
+    and feedback: a hub whose instructor has an older copy of the course's nbgrader_config.py gets it too."""
+    from traitlets.config.loader import PyFileConfigLoader
+    from course_utils.grader.reports import SafeMarkdown
+    classroom.write_shared_config(tmp_path, "course")
+    text = (classroom.shared_config_dir(tmp_path) / "nbgrader_config.py").read_text()
+    assert "c.HTMLExporter.sanitize_html = True\n" in text
+    assert 'c.HTMLExporter.filters = {"markdown2html": SafeMarkdown}\n' in text
+    config = PyFileConfigLoader("nbgrader_config.py", path=str(classroom.shared_config_dir(tmp_path))).load_config()
+    assert config.HTMLExporter.sanitize_html is True and config.HTMLExporter.filters == {"markdown2html": SafeMarkdown}
+    course = PyFileConfigLoader("nbgrader_config.py", path=str(ROOT)).load_config()
+    assert course.HTMLExporter.filters == config.HTMLExporter.filters and course.HTMLExporter.sanitize_html is True
+
+
+@pytest.mark.parametrize("name", ["my state", "state,x", "state:x", "state=x", "state#x", 'state"x', "state\\x"])
+def test_a_state_path_sudo_cannot_name_as_it_is_is_refused(tmp_path, name):
+    with pytest.raises(classroom.BadInput, match="choose another HUB_STATE"):
+        classroom.allow_full_sandbox(tmp_path / name, "nobody")
+    assert not classroom.sudoers_file(tmp_path / name).exists() and not (tmp_path / name).exists()
+
+
+@pytest.mark.parametrize("plant, offender", [
+    (lambda top: (top / "pkg" / "mod.py").chmod(0o664), "site-packages/pkg/mod.py"),
+    (lambda top: (top / "pkg" / "sub").chmod(0o777), "site-packages/pkg/sub"),
+    (lambda top: os.chown(top / "pkg" / "sub" / "data.py", 65534, 0), "site-packages/pkg/sub/data.py"),
+    (lambda top: (top / "pkg" / "gone.py").symlink_to(top / "nothing.py"), "site-packages/pkg/gone.py"),
+    (lambda top: (top / "pkg" / "sub" / "elsewhere.py").symlink_to(top.parent / "open" / "mod.py"), "open"),
+], ids=["group-writable file", "writable folder", "another's file", "link to nothing", "link to an open file"])
+def test_check_root_only_names_the_first_file_or_folder_in_the_tree_others_can_change(tmp_path, plant, offender):
+    needs_root()
+    top = tmp_path / "site-packages"
+    for folder in (top / "pkg" / "sub", tmp_path / "open"):
+        folder.mkdir(parents=True)
+    for path in (top / "pkg" / "mod.py", top / "pkg" / "sub" / "data.py", tmp_path / "open" / "mod.py"):
+        path.write_text("x = 1\n")
+        path.chmod(0o644)
+    (tmp_path / "open").chmod(0o777)
+    classroom.check_root_only(top, tree=True)   # as made: root's alone
+    plant(top)
+    with pytest.raises(classroom.BadInput) as e:
+        classroom.check_root_only(top, tree=True)
+    assert str(e.value).startswith(str(tmp_path / offender) + " "), e.value
