@@ -233,25 +233,20 @@ def test_a_normal_users_worker_cannot_start_processes_once_forbidden():
 
 def test_a_process_whose_main_thread_exited_still_counts_as_running():
     """A helper whose main thread called pthread_exit shows "Z" in /proc/PID/stat while its other
-    threads run on: forbid_processes must still see it (and kill it)."""
-    import multiprocessing
+    threads run on: forbid_processes must still see it (and kill it). A fresh interpreter, not a fork
+    of this one: a fork of a process with threads can block in pthread_exit on a lock it inherited."""
     from course_utils.grader.worker import _alive
-
-    def leader():
-        import ctypes
-        import threading
-        threading.Thread(target=time.sleep, args=(300,)).start()
-        ctypes.CDLL(None).pthread_exit(None)
-
-    proc = multiprocessing.get_context("fork").Process(target=leader)
-    proc.start()
+    leader = ("import ctypes, threading, time\n"
+              "threading.Thread(target=time.sleep, args=(300,)).start()\n"
+              "ctypes.CDLL(None).pthread_exit(None)\n")
+    proc = subprocess.Popen([sys.executable, "-c", leader])
     try:
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 60
         while Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
             assert time.monotonic() < deadline, "the main thread did not exit"
             time.sleep(0.05)
         assert _alive(proc.pid, "Z")
     finally:
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.join()
+        proc.kill()
+        proc.wait()
     assert not _alive(proc.pid, "Z")
