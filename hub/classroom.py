@@ -17,6 +17,8 @@ What it does, each step idempotent (run it again after editing the roster):
   readable by its learner and the instructor only (course_utils.hubexchange; the instructor joins
   each learner's own group); collect takes a learner's own folders only, following no link
   (hubexchange.SafeCollect); inbound is sticky: no learner can rename or delete another's folder.
+- Grading with the full sandbox: one sudo rule (/etc/sudoers.d/backprop-course-*) lets the instructor
+  run STATE/rootworker as root, nothing else (allow_full_sandbox; course_utils.grader.rootworker).
 - The instructor's sources in the repository (SOURCES) lose their permissions for other users.
 - configurable-http-proxy (CHP_VERSION) from npm, into STATE/proxy.
 Then `jupyterhub -f hub/jupyterhub_config.py` replaces this process (Ctrl-C stops the hub and every
