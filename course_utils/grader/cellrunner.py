@@ -1,8 +1,10 @@
 """The process that runs a notebook's cells for the grader: `python -m course_utils.grader.cellrunner MODE FD`.
 
 Started by course_utils.grader.worker, one per submission (MODE=learner, inside the sandbox) and one per
-lesson (MODE=reference, the instructor's solution). It reads one JSON command per line on stdin
-and answers one JSON line on file descriptor FD:
+lesson (MODE=reference, the instructor's solution). Once it has started (torch's threads, IPython),
+before it reads any command, it writes {"ready": true} on file descriptor FD: no learner's code has
+run yet, so the grader takes the threads it has then as the runner's own. It then reads one JSON
+command per line on stdin and answers one JSON line on FD:
 
     {"op": "cell", "id": 7, "gid": "l01_x_test", "source": "...", "resilient": true}
         -> {"id": 7, "error": null | "NameError", "obs": ...}   (resilient: one statement at a time, going on past errors)
@@ -26,6 +28,9 @@ import types
 from course_utils import judging
 from course_utils.checks import CheckFailed
 from course_utils.grader import feedback, peakmemory, protocol
+
+
+READY = {"ready": True}
 
 
 def _error_name(exc: BaseException | None) -> str | None:
@@ -171,6 +176,7 @@ def main(mode: str, fd: int) -> None:
     config.HistoryManager.hist_file = ":memory:"
     shell = InteractiveShell.instance(config=config)
     shell.showtraceback = lambda *a, **k: None  # tracebacks would go to stdout, which goes nowhere anyway
+    reply.write(json.dumps(READY) + "\n")   # before any command: the grader notes this process's own threads
 
     for line in sys.stdin:
         cmd = json.loads(line)

@@ -20,7 +20,9 @@ For one submission of a lesson:
    (Lesson.probes_start_processes: lessons 08 and 09). Rules that a test checks in the learner's own
    process (lesson 04's "without autograd", lesson 03's "predict, don't measure") so cannot be stepped
    around in a child that does the work and pipes the result back. Where the kernel counted a refused
-   process or thread (grading as root), the test scores 0 with OWN_PROCESS as its reason.
+   process or thread (grading as root), the test scores 0 with OWN_PROCESS as its reason; so does a
+   test whose rule is checked in the probe's own thread (Lesson.judged_in_one_thread: lesson 03's
+   predict_saved) while a thread the learner's code started in an earlier cell still runs.
 
 The instructor's notebook and the submission are read by course_utils.grader.lessonfile. `nbgrader
 autograde LESSON` uses this module through course_utils.grader.preprocessors (set in nbgrader_config.py);
@@ -38,8 +40,8 @@ from course_utils.judging import raised_name
 from course_utils.exercises import STUB
 from course_utils.grader.lessonfile import Cell, Lesson, learner_version, load_lesson
 from course_utils.grader.capabilities import measures_memory
-from course_utils.grader.rootworker import learner_worker
-from course_utils.grader.worker import Limits, Overloaded, Worker, WorkerDied
+from course_utils.grader.rootworker import learner_worker, reference_worker
+from course_utils.grader.worker import Limits, Overloaded, WorkerDied
 from course_utils.grader.workerclock import BACKSTOP
 
 
@@ -69,7 +71,8 @@ class Reference:
             try:
                 self._run()
                 if self.pin is None:
-                    self.pin = pagecache.pin_environment(self.worker.proc.pid)
+                    measured = any(type(p) is int for p in self.peaks.values())   # its probes' peaks, by a cgroup
+                    self.pin = pagecache.pin_environment(self.worker.pid, measured)
                     if (self.worker.file_bytes() or 0) > COLD_BYTES:   # its peaks counted a cold page cache
                         self.worker.kill()
                         self.peaks.clear()
@@ -82,7 +85,7 @@ class Reference:
 
     def _run(self) -> None:
         lesson, limits = self.lesson, self.limits
-        self.worker = Worker("reference", limits)
+        self.worker = reference_worker(limits)
         self.worker.start()
         for i, cell in enumerate(lesson.cells):
             try:
@@ -143,7 +146,8 @@ COLD_BYTES = 16 * 2 ** 20   # files read into the page cache by the reference's 
 
 
 OWN_PROCESS = ("this exercise is judged in your own process: your code tried to start another process (or a "
-               "thread) while its test ran, which the grader refuses; compute the answer in the function itself")
+               "thread) while its test ran, or a thread it started in an earlier cell still ran, which the grader "
+               "refuses; compute the answer in the function itself, and end every thread you start before its cell ends")
 
 
 @dataclass
@@ -235,11 +239,11 @@ def _grade_once(lesson, reference, answers, notes, student, limits, slot) -> Res
                 if time.monotonic() - start > limits.notebook_seconds * BACKSTOP:
                     raise _NotTheLearners(f"the notebook took {time.monotonic() - start:.0f} s on the clock")
                 own_process = cell.kind == "test" and not lesson.probes_start_processes
-                refused = None
+                refused = strays = None
                 try:
                     try:
                         if own_process:   # before the peak's reset: what the killed processes held is not counted
-                            worker.forbid_processes()
+                            strays = worker.forbid_processes() and cell.exercise in lesson.judged_in_one_thread
                         if cell.kind == "test" and worker.peak is not None:   # garbage is not counted
                             worker.send({"op": "collect"}, timeout=min(limits.cell_seconds, left))
                             worker.reset_peak()
@@ -248,7 +252,7 @@ def _grade_once(lesson, reference, answers, notes, student, limits, slot) -> Res
                         answer["peak"] = worker.peak_bytes() if cell.kind == "test" else None
                     finally:
                         if own_process:
-                            refused = worker.allow_processes()
+                            refused = worker.allow_processes() or strays
                 except Overloaded as e:
                     raise _NotTheLearners(f"in cell {i + 1}, {e}") from None
                 except WorkerDied as e:

@@ -12,6 +12,9 @@
 - Lesson.probes_start_processes: whether the lesson's test cells may start processes (declared by the
   lesson's checks module; see probes_start_processes()). Everywhere else the grader forbids process
   creation while a test cell runs (course_utils.grader.grade).
+- Lesson.judged_in_one_thread: the exercises whose rule is checked in the probe's own thread (declared
+  by the checks module as JUDGED_IN_ONE_THREAD): their tests are refused while a thread the learner's
+  code started in an earlier cell still runs.
 """
 
 import importlib
@@ -41,6 +44,7 @@ class Lesson:
     cells: list[Cell]
     written: list[Cell] = field(default_factory=list)   # markdown answers graded by hand, in order
     probes_start_processes: bool = False   # see probes_start_processes(): False forbids it in every test cell
+    judged_in_one_thread: frozenset = frozenset()   # exercises (answer grade ids): see judged_in_one_thread()
 
     @property
     def tests(self) -> list[Cell]:
@@ -77,7 +81,7 @@ def load_lesson(path: Path) -> Lesson:
             cells.append(Cell("test", c.source, gid, float(meta.get("points", 0)), last_answer, _hidden_lines(c.source)))
         else:
             cells.append(Cell("lesson", c.source))
-    return Lesson(path.stem, path, cells, written, probes_start_processes(path.stem))
+    return Lesson(path.stem, path, cells, written, probes_start_processes(path.stem), judged_in_one_thread(path.stem))
 
 
 def probes_start_processes(name: str) -> bool:
@@ -87,17 +91,35 @@ def probes_start_processes(name: str) -> bool:
     such a module included, has every test cell run with process creation forbidden, so a rule checked
     in the learner's process (lesson 04's "without autograd", lesson 03's "predict, don't measure")
     cannot be stepped around in a child process."""
+    return _declared(name, "PROBES_START_PROCESSES", False) is True
+
+
+def judged_in_one_thread(name: str) -> frozenset:
+    """The exercises of lesson `name` whose rule its checks module checks in the probe's own thread
+    (JUDGED_IN_ONE_THREAD: lesson 03's predict_saved, whose saved-tensor hooks and autograd node numbers
+    are per thread). A thread the learner's code left running could do the forbidden work there, out of
+    the check's sight, so the grader refuses such a test while one runs. Other exercises may leave
+    threads: their checks judge values, or watch every thread (lesson 04's profiler)."""
+    declared = _declared(name, "JUDGED_IN_ONE_THREAD", ())
+    if not (type(declared) is tuple and all(type(g) is str for g in declared)):
+        raise TypeError(f"{name}'s checks module: JUDGED_IN_ONE_THREAD must be a tuple of answer grade ids")
+    return frozenset(declared)
+
+
+def _declared(name: str, attribute: str, default):
+    """What lesson `name`'s checks module (course_utils.lessonchecks.lNN) sets `attribute` to; default
+    where it does not, or has no such module."""
     match = re.fullmatch(r"(\d\d)-[a-z0-9-]+", name)
     if match is None:
-        return False
+        return default
     module_name = f"course_utils.lessonchecks.l{match.group(1)}"
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as e:
         if e.name != module_name:
             raise   # the module is there but broken: the instructor must know
-        return False
-    return getattr(module, "PROBES_START_PROCESSES", False) is True
+        return default
+    return getattr(module, attribute, default)
 
 
 def _hidden_lines(source: str) -> list[str]:

@@ -12,7 +12,7 @@ MADV_PAGEOUT all skip mapped pages). So once the reference worker has run the le
 every page of those files that is then in the cache, and keeps it mapped while it grades: no
 neighbour can evict it, and learners find it cached, charged to no learner.
 
-    pin = pin_environment(reference.worker.proc.pid)   # after the reference ran the instructor's notebook
+    pin = pin_environment(reference.worker.pid, measured)   # after the reference ran the instructor's notebook
     pin.summary()      # "pinned 4,035 files, 483 MB of page cache", or why nothing is pinned
     ...                # grade
     pin.close()
@@ -23,8 +23,11 @@ the sandbox mounts (course_utils.grader.sandbox.SYSTEM_DIRS). A helper process h
 (`python -m course_utils.grader.pagecache`), one per file with cached pages, up to vm.max_map_count, so
 the grader's own address space is untouched; it reads nothing that was not cached and exits when
 the pin is closed or the grader dies. Pages are mapped, not locked: memory pressure can still
-reclaim them (keep the workers' memory limits within the machine's memory). Where no memory cgroup
-measures peaks (not Linux, not root, no cgroup) nothing is pinned and the reason says why.
+reclaim them (keep the workers' memory limits within the machine's memory). Mapping needs no
+privilege: a grader that is not root pins too where its workers' peaks are measured (the hub's root
+worker measures them: course_utils.grader.rootworker). Where no memory cgroup measures peaks (not
+Linux, no cgroup, a grader that is neither root nor given measured workers) nothing is pinned and
+the reason says why.
 """
 
 import json
@@ -84,11 +87,13 @@ class Pin:
         self.close()
 
 
-def pin_environment(pid: int | None = None) -> Pin:
+def pin_environment(pid: int | None = None, measured: bool | None = None) -> Pin:
     """Pin the cached pages of the files every sandbox shares, those process `pid` (the trusted
-    reference worker, once it ran the lesson) has mapped first. Always returns a Pin; where nothing
-    is pinned, its reason says why. Takes a few seconds (a walk of the environment and /usr)."""
-    reason = _why_not()
+    reference worker, once it ran the lesson) has mapped first. measured: whether the workers' peaks
+    are measured by a memory cgroup (the reference's were); None: as this process would measure them
+    (root, and a memory cgroup). Always returns a Pin; where nothing is pinned, its reason says why.
+    Takes a few seconds (a walk of the environment and /usr)."""
+    reason = _why_not(measured)
     if reason is not None:
         return Pin(reason)
     env, system = folders()
@@ -113,13 +118,15 @@ def pin_environment(pid: int | None = None) -> Pin:
     return Pin(None, proc, stats)
 
 
-def _why_not() -> str | None:
+def _why_not(measured: bool | None) -> str | None:
     if not sys.platform.startswith("linux"):
         return "not Linux (no memory cgroup measures peaks, so there is nothing to protect)"
-    if os.geteuid() != 0:
-        return "not root (no memory cgroup measures peaks, so there is nothing to protect)"
-    from course_utils.grader.capabilities import measures_memory
-    if not measures_memory():
+    if measured is None:
+        if os.geteuid() != 0:
+            return "not root (no memory cgroup measures peaks, so there is nothing to protect)"
+        from course_utils.grader.capabilities import measures_memory
+        measured = measures_memory()
+    if not measured:
         return "no memory cgroup measures peaks here, so there is nothing to protect"
     return None
 
@@ -237,12 +244,21 @@ def _hold(request: dict) -> dict:
         budget = 65530 - MAPS_LEFT
     whole, cache = Range(0, 0), CacheStat()
     use_cachestat = populate = True
+    noatime = os.O_NOATIME
     start = time.monotonic()
     seen = set()
     files = total = skipped = 0
     for path in _candidates(request.get("pid"), request.get("env", []), request.get("system", [])):
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOATIME)   # root: no atime writes
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | noatime)   # root: no atime writes
+        except PermissionError:   # O_NOATIME is the file owner's (or root's): another user reads without it
+            if not noatime:
+                continue
+            noatime = 0
+            try:
+                fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            except OSError:
+                continue
         except OSError:
             continue
         try:

@@ -8,26 +8,32 @@ the instructor run exactly one command as root, without a password and without a
 
     sudo -n $COURSE_ROOT_WORKER      # STATE/rootworker, root's: python -I -m course_utils.grader.rootworker
 
-It serves one learner's worker: a course_utils.grader.worker.Worker built as root (its own uid,
-memory, pids and CPU cgroups, peaks read by the kernel), driven by the grader through this
-process's stdin and stdout, one JSON line each way:
+It serves one worker, driven by the grader through this process's stdin and stdout, one JSON line
+each way: a learner's (a course_utils.grader.worker.Worker built as root: its own uid, memory, pids and
+CPU cgroups, peaks read by the kernel), or the reference run (the instructor's notebook) as the
+instructor, the user who ran sudo (SUDO_UID): root never runs a notebook the instructor can edit as
+root, but puts the instructor's process in a memory cgroup of its own and gives it that cgroup's
+peak files alone, so that the reference measures its probes' peaks as a root grader's does and
+lessons 05 and 06's memory checks are judged on the hub too.
 
-    {"op": "start", "limits": {...Limits' fields}, "slot": 3}  -> {"ok": true, "peak": true}
+    {"op": "start", "limits": {...Limits' fields}, "slot": 3}  -> {"ok": true, "peak": true, "pid": 4242}
+    {"op": "start", "mode": "reference", "limits": {...}}     -> {"ok": true, "peak": false, "pid": 4243}
     {"op": "send", "command": {...}, "timeout": 60}            -> {"answer": {...}, "own": 1.2}
                                                                   or {"died": "why", "overloaded": false, "own": ...}
     {"op": "reset_peak"} / {"op": "peak_bytes"} / {"op": "file_bytes"} -> {"value": ...}
-    {"op": "forbid_processes"} / {"op": "allow_processes"}   -> {"value": ...} (or "died", as send)
+    {"op": "forbid_processes"} / {"op": "allow_processes"}   -> {"value": true/false/null} (or "died", as send)
     {"op": "capabilities"}                                     -> {"isolation": "root", "warning": ..., "memory": ...}
 
 What it trusts of its caller: nothing but these requests, checked (a Limits of numbers, a slot in
 range, a command that is a JSON object); it reads no file the caller names, and the code it is sent
-runs in the sandbox, as the learner's uid. -I keeps the caller's folder and PYTHON* variables out
+runs in the sandbox, as the learner's uid (a reference's: as the caller's own uid). -I keeps the caller's folder and PYTHON* variables out
 of root's imports. It refuses to start a worker with less than the root sandbox (fails closed). At
 the end of its input (the grader is done, or died) it kills the worker and exits: the grader, which
 cannot signal a root process, stops a worker by closing the pipe.
 
-SudoWorker is the grader's side, with Worker's methods; learner_worker() gives the grader a SudoWorker
-where $COURSE_ROOT_WORKER is set, else a Worker; check_sandbox() fails closed where that rule does not work.
+SudoWorker is the grader's side, with Worker's methods; learner_worker() and reference_worker() give the
+grader a SudoWorker where $COURSE_ROOT_WORKER is set, else a Worker; check_sandbox() fails closed where
+that rule does not work.
 """
 
 import functools
@@ -71,6 +77,13 @@ def learner_worker(limits: Limits, slot: int = 0):
     return SudoWorker(limits, slot) if command() is not None and os.geteuid() != 0 else Worker("learner", limits, slot)
 
 
+def reference_worker(limits: Limits):
+    """The worker the instructor's notebook runs in: through the hub's rule (as learner_worker), a
+    SudoWorker that runs it as this user in a memory cgroup root made, so its probes' peaks are
+    measured; else a Worker of mode "reference"."""
+    return SudoWorker(limits, mode="reference") if command() is not None and os.geteuid() != 0 else Worker("reference", limits)
+
+
 def check_sandbox(limits: Limits) -> str | None:
     """worker.check_sandbox for the sandbox learner_worker() gives: through the hub's rule, the root
     worker's own warning (None: the full sandbox), and SandboxUnavailable, naming the cause and the fix,
@@ -85,26 +98,44 @@ def check_sandbox(limits: Limits) -> str | None:
     found = capabilities()
     if found.get("isolation") != "root":
         raise SandboxUnavailable(f"the hub's root worker gives no root sandbox here: {found.get('warning')}")
-    return "; ".join(filter(None, [found.get("warning"), REFERENCE_UNMEASURED]))
-
-
-# The reference run (the instructor's notebook) stays the instructor's own process, with no cgroup:
-# root must never run a notebook the instructor can edit.
-REFERENCE_UNMEASURED = ("the learners' code runs in the full sandbox (the hub's root worker), but the reference run is "
-                        "yours, with no memory cgroup: lessons 05 and 06's kernel-measured memory checks are skipped "
-                        "(their in-process checks and course_utils.grader.review still run); for them, grade as root")
+    return found.get("warning")
 
 
 # --- root's side ------------------------------------------------------------------------------------
 
-def _limits(data):
+def _limits(data, mode: str):
     names = {f.name for f in fields(Limits)}
     if type(data) is not dict or not set(data) <= names:
         raise ValueError(f"limits must be an object with keys among {sorted(names)}")
     limits = Limits(**data)
-    if limits.sandbox != "required":
+    if limits.sandbox != "required" and mode == "learner":
         raise ValueError("the root worker always grades with the full sandbox")
     return limits
+
+
+def _start(request: dict) -> Worker:
+    """The worker a start request asks for, started: a learner's in the sandbox, or the caller's reference."""
+    mode = request.get("mode", "learner")
+    if mode == "learner":
+        slot = request.get("slot")
+        slot = slot if type(slot) is int else -1
+        if _account(FIRST_UID + slot):
+            raise ValueError(f"slot {slot}: uid {FIRST_UID + slot} is an account of this machine")
+        worker = Worker("learner", _limits(request.get("limits"), mode), slot=slot)
+    elif mode == "reference":
+        worker = Worker("reference", _limits(request.get("limits"), mode), run_as=_caller())
+    else:
+        raise ValueError(f"mode must be 'learner' or 'reference', got {mode!r}")
+    worker.start()
+    return worker
+
+
+def _caller() -> int:
+    """The uid of the user who ran sudo (sudo sets SUDO_UID; the caller cannot): the reference runs as them."""
+    uid = os.environ.get("SUDO_UID", "")
+    if not uid.isdigit() or int(uid) == 0 or not _account(int(uid)):
+        raise ValueError("a reference run is the caller's own: run through sudo by a user other than root")
+    return int(uid)
 
 
 def _account(uid: int) -> bool:
@@ -136,8 +167,7 @@ def _serve(worker, request: dict) -> dict:
         return {"value": worker.file_bytes()}
     if op == "forbid_processes":
         try:
-            worker.forbid_processes()
-            return {"value": None}
+            return {"value": worker.forbid_processes()}
         except WorkerDied as e:
             return {"died": str(e), "overloaded": False, "own": 0.0}
     if op == "allow_processes":
@@ -167,14 +197,9 @@ def main() -> int:
                     reply = {"error": f"no root sandbox here ({isolation_warning()})"}
                 else:
                     try:
-                        slot = request.get("slot")
-                        slot = slot if type(slot) is int else -1
-                        if _account(FIRST_UID + slot):
-                            raise ValueError(f"slot {slot}: uid {FIRST_UID + slot} is an account of this machine")
-                        worker = Worker("learner", _limits(request.get("limits")), slot=slot)
-                        worker.start()
-                        reply = {"ok": True, "peak": worker.peak is not None}
-                    except (ValueError, TypeError, OSError) as e:
+                        worker = _start(request)
+                        reply = {"ok": True, "peak": worker.peak is not None, "pid": worker.pid}
+                    except (ValueError, TypeError, OSError, KeyError) as e:
                         worker = None
                         reply = {"error": f"{type(e).__name__}: {e}"}
             elif worker is None:
@@ -194,11 +219,13 @@ def main() -> int:
 # --- the grader's side --------------------------------------------------------------------------------
 
 class SudoWorker:
-    """A learner's worker run by command() through sudo: Worker's methods, the root sandbox's protection."""
+    """A worker run by command() through sudo, with Worker's methods: a learner's with the root sandbox's
+    protection, or (mode "reference") this user's reference run, its peaks measured in a cgroup."""
 
-    def __init__(self, limits, slot: int = 0):
-        self.mode, self.limits, self.slot = "learner", limits, slot
+    def __init__(self, limits, slot: int = 0, mode: str = "learner"):
+        self.mode, self.limits, self.slot = mode, limits, slot
         self.proc = None
+        self.pid = None    # the cellrunner's, as the root side started it
         self.peak = None   # True where the root side measures the worker's peak memory
         self.own_seconds = 0.0
 
@@ -233,12 +260,13 @@ class SudoWorker:
         limits = {f.name: getattr(self.limits, f.name) for f in fields(self.limits)}
         self.proc = subprocess.Popen(command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.DEVNULL)
-        reply = self._ask({"op": "start", "limits": limits, "slot": self.slot}, HEADROOM + 600)
+        reply = self._ask({"op": "start", "mode": self.mode, "limits": limits, "slot": self.slot}, HEADROOM + 600)
         if not reply.get("ok"):
             self.kill()
-            raise SandboxUnavailable(f"the hub's grading sandbox ({' '.join(command())}) could not start a worker: "
-                                     f"{reply.get('error')}")
+            raise SandboxUnavailable(f"the hub's grading sandbox ({' '.join(command())}) could not start a "
+                                     f"{self.mode}'s worker: {reply.get('error')}")
         self.peak = True if reply.get("peak") else None
+        self.pid = reply.get("pid") if type(reply.get("pid")) is int else None
 
     def send(self, message: dict, timeout: float) -> dict:
         if self.proc is None:
@@ -262,10 +290,11 @@ class SudoWorker:
     def file_bytes(self) -> int | None:
         return self._value("file_bytes")
 
-    def forbid_processes(self) -> None:
+    def forbid_processes(self) -> bool:
         reply = self._ask({"op": "forbid_processes"}, HEADROOM)
         if "died" in reply:
             raise WorkerDied(str(reply["died"]))
+        return reply.get("value") is not False   # threads left running, or an answer that does not say: refused
 
     def allow_processes(self) -> bool | None:
         if self.proc is None:
@@ -290,7 +319,7 @@ class SudoWorker:
             self.proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
             pass
-        self.proc = None
+        self.proc, self.pid = None, None
 
 
 @functools.lru_cache(maxsize=1)

@@ -26,7 +26,10 @@ Process creation can be forbidden from outside while one command runs (forbid_pr
 allow_processes): a rule that a test cell checks in the learner's own process (lesson 04's "without
 autograd", lesson 03's "predict, don't measure") must not fall to a child process that does the
 forbidden work and sends the result back. Every process the learner's code left (a helper waiting on
-a pipe) is killed first, then the kernel refuses the worker any new process or thread:
+a pipe) is killed first; a thread it left running cannot be killed alone, so forbid_processes()
+says whether one runs (the cellrunner's own threads are those it had when it said it was ready,
+before any cell), for the grader to refuse a test whose rule is checked in the probe's thread. Then
+the kernel refuses the worker any new process or thread:
 - grading as root, its pids cgroup's pids.max is set to 0, and back to Limits.processes afterwards;
   the cgroup's pids.events counts each refusal, so the grader knows that the code tried;
 - elsewhere (the "userns" sandbox of a normal user, or no pids cgroup), the cellrunner's RLIMIT_NPROC
@@ -38,6 +41,7 @@ a pipe) is killed first, then the kernel refuses the worker any new process or t
 
 import json
 import os
+import pwd
 import resource
 import select
 import shutil
@@ -52,7 +56,7 @@ from pathlib import Path
 from course_utils.grader.cgroups import Cgroup
 from course_utils.grader.capabilities import SandboxUnavailable, isolation, isolation_warning
 from course_utils.grader.sandbox import FIRST_UID, environment, private_network, setup_command
-from course_utils.grader.peakmemory import PeakMemory
+from course_utils.grader.peakmemory import PeakMemory, peak_files
 from course_utils.grader.workerclock import BACKSTOP, Clock, _listdir, _stat
 
 
@@ -110,6 +114,19 @@ def _alive(pid: int, state: str) -> bool:
     return any((_stat(int(t.name)) or ["Z"])[0] not in ("Z", "X") for t in _listdir(Path(f"/proc/{pid}/task")))
 
 
+READY = b'{"ready": true}'   # the cellrunner's first line (course_utils.grader.cellrunner.READY)
+
+
+def _threads(pid: int) -> set[tuple[int, int]]:
+    """Process pid's live threads now, as (thread id, start time): an id a new thread reuses is another thread."""
+    found = set()
+    for task in _listdir(Path(f"/proc/{pid}/task")):
+        fields = _stat(int(task.name))
+        if fields and len(fields) > 19 and fields[0] not in ("Z", "X"):
+            found.add((int(task.name), int(fields[19])))
+    return found
+
+
 class WorkerDied(Exception):
     """The worker ended, or was killed, before answering; str(e) says why in a learner's words."""
 
@@ -122,12 +139,18 @@ class Overloaded(WorkerDied):
 class Worker:
     """One cellrunner process. mode "learner" is sandboxed; mode "reference" runs as the grader."""
 
-    def __init__(self, mode: str, limits: Limits | None = None, slot: int = 0):
+    def __init__(self, mode: str, limits: Limits | None = None, slot: int = 0, run_as: int | None = None):
+        """run_as (root only, reference mode): the uid of the account the reference runs as, in a cgroup
+        root made, measuring its own peaks through the peak files alone, which it is given (the hub's
+        root worker runs the instructor's reference so: course_utils.grader.rootworker)."""
         if mode not in ("learner", "reference"):
             raise ValueError(f"mode must be 'learner' or 'reference', got {mode!r}")
         if type(slot) is not int or not 0 <= slot < 5000:
             raise ValueError(f"slot must be an int in [0, 5000), got {slot!r}")
-        self.mode, self.limits, self.slot = mode, limits or Limits(), slot
+        if run_as is not None and (mode != "reference" or os.geteuid() != 0 or type(run_as) is not int):
+            raise ValueError("run_as is root's, for a reference worker, and names a uid")
+        self.mode, self.limits, self.slot, self.run_as = mode, limits or Limits(), slot, run_as
+        self._account = pwd.getpwuid(run_as) if run_as is not None else None   # KeyError: no such account
         self.proc = None
         self.peak = None
         self.clock = None
@@ -135,6 +158,7 @@ class Worker:
         self._buffer = bytearray()
         self._forbidden = None   # while forbidden: (the cellrunner's pid, its NPROC before or None, refusals counted before)
         self._refused = None     # refusals counted when the worker was killed while forbidden
+        self._own_threads = None  # the cellrunner's threads when it said it was ready, before any cell ran
 
     def __enter__(self):
         self.start()
@@ -166,6 +190,12 @@ class Worker:
         self._cgroup = (Cgroup(f"course-sandbox-{os.getpid()}-{self.slot}",  # Cgroup makes the name unique
                                limits.memory_bytes, limits.processes, limits.cpus)
                         if kind == "root" or (self.mode == "reference" and os.geteuid() == 0) else None)
+        if self._account is not None:   # the account's own uid, gids and groups (from root: after the cgroup and network)
+            account = self._account
+            os.chown(self._tmp, account.pw_uid, account.pw_gid)
+            for path in peak_files(self._cgroup.dirs if self._cgroup else []):
+                os.chown(path, account.pw_uid, -1)
+            command = ["setpriv", f"--reuid={account.pw_uid}", f"--regid={account.pw_gid}", "--init-groups", "--", *command]
         if self.mode == "reference":  # a network of its own: no service it starts (gloo's sockets) reachable by others
             command = private_network(command)
         if sandboxed:
@@ -198,6 +228,7 @@ class Worker:
         os.close(write_fd)
         self._reply = read_fd
         self._buffer = bytearray()
+        self._own_threads = None
         self.clock = Clock(self.proc.pid, self._cgroup)
 
     def send(self, command: dict, timeout: float) -> dict:
@@ -209,45 +240,21 @@ class Worker:
             raise WorkerDied(self._death_reason())
         self.clock.start()
         try:
-            self.proc.stdin.write((json.dumps(command) + "\n").encode())
-            self.proc.stdin.flush()
-        except (BrokenPipeError, OSError):
-            self.kill()
-            raise WorkerDied(self._death_reason()) from None
-        scanned = 0
-        try:
-            while b"\n" not in self._buffer[scanned:]:
-                scanned = len(self._buffer)
-                spent = self.clock.read()
-                if spent.own > timeout:
+            if self._own_threads is None:   # its first line, written before it reads a command: no learner's code yet
+                if self._line(timeout) != READY:
                     self.kill()
-                    raise WorkerDied(f"ran past the time limit of {timeout:.0f} s and was stopped")
-                if spent.cpu > timeout * self.limits.cpus:
-                    self.kill()
-                    raise WorkerDied(f"used more than {timeout * self.limits.cpus:.0f} s of CPU time "
-                                     f"(the time limit of {timeout:.0f} s on {self.limits.cpus:g} cores) and was stopped")
-                if spent.wall > timeout * BACKSTOP:
-                    self.kill()
-                    raise Overloaded(f"the machine was too busy to run it: {spent.wall:.0f} s on the clock, "
-                                     f"{spent.held:.0f} s of them waiting for a CPU")
-                ready, _, _ = select.select([self._reply], [], [], min(max(timeout - spent.own, 0.05), 1.0))
-                if not ready:
-                    continue
-                chunk = os.read(self._reply, 1 << 20)
-                if not chunk:
-                    self.proc.wait()
-                    reason = self._death_reason()
-                    self.kill()
-                    raise WorkerDied(reason)
-                self._buffer += chunk
-                if len(self._buffer) > self.limits.reply_bytes:
-                    self.kill()
-                    raise WorkerDied(f"sent more than {self.limits.reply_bytes // 2 ** 20} MB to the grader and was stopped")
+                    raise WorkerDied("its Python process did not start")
+                runner, _ = self._processes()
+                self._own_threads = _threads(runner) if runner is not None else set()
+            try:
+                self.proc.stdin.write((json.dumps(command) + "\n").encode())
+                self.proc.stdin.flush()
+            except (BrokenPipeError, OSError):
+                self.kill()
+                raise WorkerDied(self._death_reason()) from None
+            line = self._line(timeout)
         finally:
             self.own_seconds += self.clock.read().own
-        cut = self._buffer.index(b"\n")
-        line = bytes(self._buffer[:cut])
-        del self._buffer[:cut + 1]
         from course_utils.grader.protocol import loads   # (protocol imports torch: only once a worker answers)
         try:
             answer = loads(line)   # no integer literal too long to convert cheaply
@@ -258,14 +265,51 @@ class Worker:
             raise WorkerDied("sent the grader something that is not an answer and was stopped")
         return answer
 
+    def _line(self, timeout: float) -> bytes:
+        """The worker's next line on its answer pipe, within the limits send() keeps (its clock started)."""
+        scanned = 0
+        while b"\n" not in self._buffer[scanned:]:
+            scanned = len(self._buffer)
+            spent = self.clock.read()
+            if spent.own > timeout:
+                self.kill()
+                raise WorkerDied(f"ran past the time limit of {timeout:.0f} s and was stopped")
+            if spent.cpu > timeout * self.limits.cpus:
+                self.kill()
+                raise WorkerDied(f"used more than {timeout * self.limits.cpus:.0f} s of CPU time "
+                                 f"(the time limit of {timeout:.0f} s on {self.limits.cpus:g} cores) and was stopped")
+            if spent.wall > timeout * BACKSTOP:
+                self.kill()
+                raise Overloaded(f"the machine was too busy to run it: {spent.wall:.0f} s on the clock, "
+                                 f"{spent.held:.0f} s of them waiting for a CPU")
+            ready, _, _ = select.select([self._reply], [], [], min(max(timeout - spent.own, 0.05), 1.0))
+            if not ready:
+                continue
+            chunk = os.read(self._reply, 1 << 20)
+            if not chunk:
+                self.proc.wait()
+                reason = self._death_reason()
+                self.kill()
+                raise WorkerDied(reason)
+            self._buffer += chunk
+            if len(self._buffer) > self.limits.reply_bytes:
+                self.kill()
+                raise WorkerDied(f"sent more than {self.limits.reply_bytes // 2 ** 20} MB to the grader and was stopped")
+        cut = self._buffer.index(b"\n")
+        line = bytes(self._buffer[:cut])
+        del self._buffer[:cut + 1]
+        return line
+
     # -- process creation, forbidden from outside (see the module's docstring) ----------------------------
 
-    def forbid_processes(self) -> None:
+    def forbid_processes(self) -> bool:
         """Before a command whose rule must hold in the learner's own process: kill every process the
         worker holds but the cellrunner and the sandbox's own (unshare, its set-up shell), then have the
-        kernel refuse it any new process or thread until allow_processes(). Raises WorkerDied (and kills
-        the worker) where its processes cannot be stopped, and SandboxUnavailable where the kernel cannot
-        be told to refuse (no pids cgroup, and no right to lower the cellrunner's limit)."""
+        kernel refuse it any new process or thread until allow_processes(). Returns whether threads the
+        learner's code started in earlier cells still run in the cellrunner (they cannot be killed alone).
+        Raises WorkerDied (and kills the worker) where its processes cannot be stopped, and
+        SandboxUnavailable where the kernel cannot be told to refuse (no pids cgroup, and no right to
+        lower the cellrunner's limit)."""
         if self.proc is None or self.proc.poll() is not None:
             raise WorkerDied(self._death_reason())
         runner, _ = self._processes()
@@ -287,10 +331,13 @@ class Worker:
                                              "as root where cgroups can be made") from None
                 old = None
         self._forbidden, self._refused = (runner, old, counted), None
+        # Threads its code started in earlier cells (none can start now): one waiting for work would do
+        # what a rule forbids where a check in the probe's thread does not look.
+        strays = self._own_threads is not None and bool(_threads(runner) - self._own_threads)
         for _ in range(200):   # processes it left (a helper waiting on a pipe would do the work), killed
             _, others = self._processes()
             if not others:
-                return
+                return strays
             for pid in others:
                 try:
                     os.kill(pid, signal.SIGKILL)
@@ -360,6 +407,11 @@ class Worker:
                 found.append(pid)
             todo.extend(children.get(pid, []))
         return runner, found
+
+    @property
+    def pid(self) -> int | None:
+        """The cellrunner's process id while it runs."""
+        return self.proc.pid if self.proc is not None else None
 
     def reset_peak(self) -> None:
         """Start measuring the learner's worker's peak memory (see peak_bytes)."""

@@ -33,5 +33,7 @@ A lesson whose probes start processes says so with `PROBES_START_PROCESSES = Tru
 outside the learner's process, while any other lesson's test cell runs (course_utils.grader.lessonfile
 reads the constant; a lesson without it, or without a module, is forbidden): a rule checked inside the
 learner's process, such as l04's "without autograd" or l03's "predict, don't measure", would
-otherwise fall to a child process that does the forbidden work and sends back the result.
+otherwise fall to a child process that does the forbidden work and sends back the result. An exercise
+whose rule is checked in the probe's own thread is named in `JUDGED_IN_ONE_THREAD` (l03's predict_saved):
+its test is refused while a thread the learner's code started in an earlier cell still runs.
 """

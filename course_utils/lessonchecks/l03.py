@@ -15,6 +15,10 @@ from course_utils.checks import check_floats, check_tensor
 from course_utils.graph import next_node_number
 from course_utils.judging import Check, MALFORMED, name_of, outcome, raised, raised_name, results, value_of
 
+# predict_saved's "predict, don't measure" is watched in the probe's thread alone (saved-tensor hooks and
+# autograd's node numbers are per thread): its test is refused while a thread from an earlier cell runs
+# (course_utils.grader.lessonfile.judged_in_one_thread).
+JUDGED_IN_ONE_THREAD = ("l03_predict_saved",)
 
 
 def _parts(got, keys) -> dict:

@@ -85,6 +85,7 @@ def test_the_worker_process_answers_one_line_per_command():
     os.close(write)
     replies = os.fdopen(read)
     try:
+        assert json.loads(replies.readline()) == cellrunner.READY, "first, before any command: it has started"
         commands = [{"op": "cell", "id": 1, "gid": None, "source": "x = 41"},
                     {"op": "cell", "id": 2, "gid": "t", "source": "from course_utils.judging import grade\n"
                                                                    "grade(lambda: x + 1, None, None)"},

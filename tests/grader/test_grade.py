@@ -30,7 +30,7 @@ from course_utils.authoring import nbgrader_cli
 from course_utils.grader import grade, lessonfile
 from course_utils.grader.capabilities import can_isolate, isolation_warning
 from course_utils.grader.review import review
-from course_utils.grader.worker import Limits
+from course_utils.grader.worker import Limits, Worker
 
 # Where this machine gives no sandbox, the tests grade with limits only (as an instructor may choose to).
 LIMITS = Limits(cell_seconds=10, notebook_seconds=60, memory_bytes=2 * 2 ** 30, processes=64,
@@ -492,8 +492,8 @@ def test_a_restarted_reference_judges_against_the_first_runs_peaks(monkeypatch):
         reference.peaks.update(first)
         reference.worker.kill()                                               # killed: judge() starts it again
         sent = []
-        send = grade.Worker.send
-        monkeypatch.setattr(grade.Worker, "send", lambda self, command, timeout: sent.append(command) or send(self, command, timeout))
+        send = Worker.send
+        monkeypatch.setattr(Worker, "send", lambda self, command, timeout: sent.append(command) or send(self, command, timeout))
         ok, message = reference.judge("fx_count_test", [0, 0, 3, 5])
         assert ok, message
         assert reference.peaks == first, "the restart measured new peaks and kept them"

@@ -30,9 +30,18 @@ NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"]
 # Run as nobody: a learner's worker from learner_worker(), what it sees and what the grader measures.
 AS_INSTRUCTOR = r"""
 import json, os
-from course_utils.grader.rootworker import check_sandbox, learner_worker
+from course_utils.grader.rootworker import check_sandbox, learner_worker, reference_worker
 from course_utils.grader.worker import Limits, WorkerDied
 out = {"warning": check_sandbox(Limits())}
+with reference_worker(Limits(cell_seconds=60)) as r:   # the instructor's notebook: as them, its peaks measured
+    out["ref_kind"] = type(r).__name__
+    src = "import os\nuid = (os.getuid(), os.geteuid())\nassert uid == (65534, 65534), uid"
+    out["ref_uid"] = r.send({"op": "cell", "id": 0, "gid": None, "source": src}, timeout=60)["error"]
+    src = ("import torch\nfrom course_utils.judging import grade\n"
+           "grade(lambda: float(torch.ones(2 ** 24).sum()), lambda: 2.0 ** 24, lambda got, want: None)")
+    answer = r.send({"op": "cell", "id": 1, "gid": "x_test", "source": src}, timeout=60)
+    out["ref_peak"], out["ref_error"] = answer.get("peak"), answer.get("setup_error")
+    out["ref_pid_readable"] = os.path.exists(f"/proc/{r.pid}/maps") and bool(open(f"/proc/{r.pid}/maps").read())
 with learner_worker(Limits(cell_seconds=60, processes=32), slot=7) as w:
     out["kind"] = type(w).__name__
     src = "import os\nuid = os.getuid()\nassert uid == 60007, uid"
@@ -99,7 +108,11 @@ def test_a_grader_that_is_not_root_gets_the_root_sandbox_through_the_rule(rule):
     assert out["peak"] >= 2 ** 26, out       # the kernel's memory peak, measured by the root side (64 MiB of ones)
     assert out["fork"] == "BlockingIOError" and out["refused"] is True, out   # counted by the pids cgroup
     assert "exit code 3" in out["died"], out
-    assert out["warning"] == rootworker.REFERENCE_UNMEASURED, out   # no user-namespace warning: the full sandbox
+    assert out["warning"] is None, out       # no user-namespace warning: the full sandbox
+    # the reference: the caller's own process (nobody's), never root, with its probe's peak measured in a cgroup
+    assert out["ref_kind"] == "SudoWorker" and out["ref_uid"] is None and out["ref_error"] is None, out
+    assert out["ref_peak"] >= 2 ** 26, out
+    assert out["ref_pid_readable"], out      # the grader pins the files it mapped (course_utils.grader.pagecache)
 
 
 def test_the_sandbox_uids_are_nobodys(rule):
@@ -131,10 +144,22 @@ def test_the_root_side_takes_only_well_formed_requests(rule):
                 '{"op": "start", "limits": {"sandbox": "optional"}, "slot": 1}',
                 '{"op": "start", "limits": {"memory_bytes": -1}, "slot": 1}',
                 '{"op": "start", "limits": {"shell": "rm -rf /"}, "slot": 1}',
-                '{"op": "start", "limits": {}, "slot": 99999}']
+                '{"op": "start", "limits": {}, "slot": 99999}',
+                '{"op": "start", "mode": "root", "limits": {}}']
     done = as_nobody(["sudo", "-n", str(script)], {}, input="\n".join(requests) + "\n")
     replies = [json.loads(line) for line in done.stdout.splitlines()]
     assert len(replies) == len(requests) and all("error" in r and "ok" not in r for r in replies), replies
+
+
+def test_a_reference_runs_as_the_user_who_ran_sudo_and_never_as_root(rule):
+    """Run by root itself (no SUDO_UID, or SUDO_UID 0), the root side refuses to start a reference:
+    it would run the instructor's notebook as root."""
+    _, script, _ = rule
+    request = json.dumps({"op": "start", "mode": "reference", "limits": {}}) + "\n"
+    for env in ({}, {"SUDO_UID": "0"}, {"SUDO_UID": "nobody"}):
+        done = subprocess.run([str(script)], input=request, capture_output=True, text=True, timeout=300,
+                              env={"PATH": os.environ["PATH"], **env})
+        assert "run through sudo by a user other than root" in json.loads(done.stdout.splitlines()[0])["error"], env
 
 
 def test_a_rule_that_does_not_work_fails_closed_naming_the_fix(rule):
@@ -164,3 +189,40 @@ def test_the_rule_is_refused_where_others_could_change_what_root_runs(tmp_path):
     (open_folder / "rootworker").write_text("#!/bin/sh\n")
     with pytest.raises(classroom.BadInput, match="can be changed by a user other than root"):
         classroom.check_root_only(open_folder / "rootworker")
+
+
+# Run as nobody: lesson 05 graded as the hub's instructor grades it, through the rule.
+HUB_GRADER = r"""
+import json, sys
+from course_utils.grader import grade
+from course_utils.grader.worker import Limits
+lesson_path, cheat = sys.argv[1], json.loads(sys.argv[2])
+reference = grade.reference_for(lesson_path, Limits())
+lesson = reference.lesson
+solved = {c.gid: c.source for c in lesson.answers}
+out = {"reference": type(reference.worker).__name__, "peaks": reference.peaks, "pin": reference.pin.summary()}
+for name, answers in (("solved", solved), ("cheat", {**solved, cheat["cell"]: cheat["source"]})):
+    result = grade.grade_answers(lesson, reference, answers, student=name)
+    out[name] = {"score": result.score, "points": result.points, "notes": result.notes,
+                 "messages": {gid: o.message for gid, o in result.outcomes.items() if o.message}}
+print(json.dumps(out))
+"""
+
+
+def test_the_hub_grader_judges_lesson_05s_memory_by_the_kernel(rule):
+    """The instructor's grader, through the rule: the reference runs as them with its probes' peaks
+    measured, and a learner's answer that fakes the in-process count of saved bytes loses its points
+    to the kernel's peak, as when grading as root."""
+    _, script, _ = rule
+    cheat, = [m for m in json.loads((ROOT / "tests" / "mutants" / "05-gradient-accumulation.json").read_text())
+              if m["student"] == "cheat_summed_graph_fakes_saved_bytes"]
+    lesson = ROOT / "solutions" / "05-gradient-accumulation" / "05-gradient-accumulation.ipynb"
+    done = as_nobody([sys.executable, "-c", HUB_GRADER, str(lesson), json.dumps(cheat)], {"COURSE_ROOT_WORKER": str(script)})
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["reference"] == "SudoWorker" and all(type(p) is int for p in out["peaks"].values()), out
+    assert out["pin"].startswith("pinned"), out["pin"]   # the grader, not root, maps the shared files' cache
+    assert out["solved"]["score"] == out["solved"]["points"] and not out["solved"]["notes"], out["solved"]
+    lost = out["cheat"]["messages"]
+    assert out["cheat"]["score"] < out["cheat"]["points"], out["cheat"]
+    assert any(cheat["feedback"] in message for message in lost.values()), lost

@@ -183,6 +183,26 @@ def test_processes_left_by_earlier_cells_are_gone_before_a_forbidden_cell():
         w.allow_processes()
 
 
+def test_forbidding_says_whether_a_thread_from_an_earlier_cell_still_runs():
+    """A thread cannot be killed alone: forbid_processes says whether the learner's code left one running
+    (a thread that ended, and the cellrunner's own threads, torch's pool and profiler's, do not count)."""
+    with Worker("learner", Limits(), slot=17) as w:
+        assert w.send(cell("import threading, torch\nx = torch.ones(1 << 20).sum()"), 60)["error"] is None
+        assert w.forbid_processes() is False, "the cellrunner's own threads are not the learner's"
+        w.allow_processes()
+        ended = "t = threading.Thread(target=lambda: None)\nt.start()\nt.join()"
+        assert w.send(cell(ended, 1), 60)["error"] is None
+        assert w.forbid_processes() is False, "a thread that ended is gone"
+        w.allow_processes()
+        waiting = "stop = threading.Event()\nt = threading.Thread(target=stop.wait, daemon=True)\nt.start()"
+        assert w.send(cell(waiting, 2), 60)["error"] is None
+        assert w.forbid_processes() is True
+        w.allow_processes()
+        assert w.send(cell("stop.set()\nt.join()", 3), 60)["error"] is None
+        assert w.forbid_processes() is False, "ended before the next test"
+        w.allow_processes()
+
+
 def test_a_worker_killed_while_forbidden_still_reports_the_refusals():
     """A cell that dies after a refused fork (libgomp, say, ends the process when it cannot start its
     threads) is still known to have tried: the grader names the cause, not only the crash."""
