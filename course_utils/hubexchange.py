@@ -23,7 +23,11 @@ any link, into a private copy that nbgrader's copy (its ignore and size rules) t
 in it, anything but files and folders, anything another account owns, more than
 CourseDirectory.max_dir_size, or a timestamp.txt that is not a time refuses the submission (that
 learner is not collected; their earlier folders are not taken instead, and a copy collected before
-stays: the private copy is made before nbgrader's --update deletes the old one). Every folder passed over or
+stays: the private copy is made before nbgrader's --update deletes the old one). The time a late
+penalty counts from is the learner's own text (timestamp.txt, in a folder they own, or none at all):
+where the kernel's time of the submission's last change (ctime, which no user can set back) is later
+by more than SUBMIT_SLACK, or timestamp.txt is missing, the collected copy's timestamp.txt holds the
+kernel's time instead, and the log says so. Every folder passed over or
 refused is named in the log (an error) and the others are collected: `nbgrader collect` exits 0.
 No learner can rename or delete another's folder: inbound is sticky (classroom.make_exchange).
 """
@@ -32,7 +36,7 @@ import os
 import pwd
 import stat
 import tempfile
-from datetime import datetime
+from datetime import datetime, timezone
 
 from nbgrader.exchange.default.collect import ExchangeCollect
 from nbgrader.exchange.default.submit import ExchangeSubmit
@@ -41,6 +45,7 @@ from traitlets import Bool
 
 FILE_MODE = 0o640     # the learner writes, the group (the instructor) reads
 FOLDER_MODE = 0o770   # and the instructor may delete it, as nbgrader's 0777 let every user
+SUBMIT_SLACK = 60     # seconds nbgrader's submit may take from writing timestamp.txt to its last file
 
 
 class PrivateSubmit(ExchangeSubmit):
@@ -100,11 +105,15 @@ class SafeCollect(ExchangeCollect):
             for record in self.src_records:
                 src = os.path.join(self.inbound_path, record["filename"])
                 copy = os.path.join(private, record["filename"])
+                changed = []
                 try:
-                    copy_own(src, None, src, copy, self.owners[record["filename"]], 1000 * self.coursedir.max_dir_size)
+                    copy_own(src, None, src, copy, self.owners[record["filename"]], 1000 * self.coursedir.max_dir_size,
+                             changed)
                     if not os.path.isdir(copy):
                         raise Refused(f"{src!r}: it is not a folder")
                     check_timestamp(src, copy)
+                    if (why := keep_kernel_time(copy, max(changed))) is not None:
+                        self.log.warning("%r: %s", src, why)
                 except (Refused, OSError, RecursionError) as e:
                     self.log.error("Not collected: %s", e if isinstance(e, Refused) else f"{src!r}: it cannot be copied ({e})")
                     continue
@@ -132,18 +141,22 @@ def user_name(uid: int) -> str:
         return f"uid {uid}"
 
 
-def copy_own(name: str, dir_fd: int | None, shown: str, dest: str, uid: int, budget: int) -> int:
+def copy_own(name: str, dir_fd: int | None, shown: str, dest: str, uid: int, budget: int,
+             changed: list | None = None) -> int:
     """Copy the file or folder `name` (in the folder open as dir_fd; None: a path), `shown` in messages,
     to dest without following any link: Refused, naming the path, for a link, anything but files and
-    folders, anything not owned by uid, or more than `budget` bytes in all. Returns the bytes left."""
+    folders, anything not owned by uid, or more than `budget` bytes in all. Returns the bytes left;
+    appends to `changed` each copied entry's ctime (the kernel's time of its last change)."""
     fd, info = open_own(name, dir_fd, shown, uid)
+    if changed is not None:
+        changed.append(info.st_ctime)
     try:
         if stat.S_ISDIR(info.st_mode):
             os.mkdir(dest, 0o700)
             with os.scandir(fd) as entries:
                 names = sorted(e.name for e in entries)
             for child in names:
-                budget = copy_own(child, fd, f"{shown}/{child}", os.path.join(dest, child), uid, budget)
+                budget = copy_own(child, fd, f"{shown}/{child}", os.path.join(dest, child), uid, budget, changed)
             return budget
         with open(dest, "xb") as out:
             while block := os.read(fd, 1 << 20):
@@ -191,3 +204,22 @@ def check_timestamp(shown: str, folder: str) -> None:
                 parse_utc(f.read().strip() or None)
         except Exception:
             raise Refused(f"{shown!r}: its timestamp.txt is not a time") from None
+
+
+def keep_kernel_time(folder: str, changed: float) -> str | None:
+    """Make the collected copy `folder`'s timestamp.txt no earlier than `changed` (the submission's last
+    ctime, less SUBMIT_SLACK): nbgrader's late penalty reads it, and the learner wrote it. Returns what
+    was changed and why, for the log, or None where the learner's time stands."""
+    path = os.path.join(folder, "timestamp.txt")
+    kernel = datetime.fromtimestamp(changed, timezone.utc).replace(tzinfo=None)
+    stated = None
+    if os.path.isfile(path):
+        with open(path, errors="replace") as f:
+            stated = parse_utc(f.read().strip() or None)   # a time: check_timestamp ran first
+    if stated is not None and (kernel - stated).total_seconds() <= SUBMIT_SLACK:
+        return None
+    with open(path, "w") as f:
+        f.write(kernel.strftime("%Y-%m-%d %H:%M:%S.%f") + " UTC")
+    said = f"its timestamp.txt says {stated} UTC" if stated is not None else "it has no timestamp.txt"
+    return (f"{said}, but its files were last changed at {kernel} UTC (the kernel's time): "
+            f"lateness counts from {kernel} UTC")

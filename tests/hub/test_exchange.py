@@ -9,7 +9,8 @@ release_assignment`; each learner, and the instructor for a trial, `nbgrader sub
 account, the hub's environment); then the attacks, each as its learner's account:
 - c replaces their submitted notebook with a link to the instructor's solution;
 - b makes a folder named as a's with a later time, another whose name holds no time, another that
-  is a link to the instructor's solutions, and tries to rename and delete a's folder;
+  is a link to the instructor's solutions, and tries to rename and delete a's folder; b also sets
+  their own submission's timestamp.txt back by years (to escape a late penalty);
 then the instructor runs `nbgrader collect` once. Another test collects as a single Unix user
 outside the hub (the course folder's exchange/, ids with and without an account). These need root
 (useradd), else they are skipped with the reason: about 20 s on two idle cores, nbgrader's start
@@ -29,8 +30,11 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from datetime import datetime, timedelta, timezone
+
 import nbformat
 import pytest
+from nbgrader.utils import parse_utc
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "hub"))
@@ -147,6 +151,7 @@ def collected():
             (folders[name] / LESSON).mkdir(parents=True)
             (folders[name] / LESSON / f"{LESSON}.ipynb").write_text(work[name])
             owned_by(name, folders[name])
+        submitting = datetime.now(timezone.utc).replace(tzinfo=None, microsecond=0)
         with ThreadPoolExecutor(4) as pool:
             submits = list(pool.map(lambda n: nbgrader(n, folders[n], env[n], "submit", LESSON), folders))
         assert all(s.returncode == 0 for s in submits), [s.stdout + s.stderr for s in submits]
@@ -168,11 +173,16 @@ def collected():
         # 3. b renames or deletes a's folder (its name known, say, from a's screen)
         attack["rename"] = learner_tries(attacker, "os.rename(sys.argv[1], sys.argv[1] + 'x')", str(mine[victim]))
         attack["delete"] = learner_tries(attacker, "os.rmdir(sys.argv[1])", str(mine[victim]))
+        # 4. b backdates their own submission
+        attack["backdated"] = learner_tries(attacker, "open(sys.argv[1], 'w').write('2001-01-01 00:00:00.000000 UTC')",
+                                            str(mine[attacker] / "timestamp.txt"))
 
         done = nbgrader(instructor, course, env[instructor], "collect", LESSON)
         submitted = {name: course / "submitted" / name / LESSON / f"{LESSON}.ipynb" for name in folders}
         yield {"done": done, "log": done.stdout + done.stderr, "attack": attack, "work": work,
                "submitted": {n: p.read_text() if p.exists() else None for n, p in submitted.items()},
+               "stamps": {n: parse_utc((p.parent / "timestamp.txt").read_text()) for n, p in submitted.items() if p.exists()},
+               "submitting": submitting,
                "all collected": {str(p): p.read_bytes() for p in (course / "submitted").rglob("*") if p.is_file()},
                "inbound": inbound, "mine": mine, "link": link, "forged": forged, "malformed": malformed,
                "linked": linked, "victim": victim, "attacker": attacker, "linker": linker,
@@ -227,6 +237,21 @@ def test_a_folder_name_without_a_time_is_named_and_skipped_and_the_others_collec
 def test_a_submission_folder_that_is_a_link_is_passed_over(collected):
     assert collected["attack"]["linked"] == "ok"
     assert f"Not collected: {str(collected['linked'])!r}: it is a link" in collected["log"], collected["log"]
+
+
+@pytest.mark.slow
+@pytest.mark.hub
+def test_a_backdated_timestamp_counts_from_the_kernels_time_of_the_submission(collected):
+    """The learner writes timestamp.txt (nbgrader's late penalty reads it): the collected copy holds the
+    kernel's time of the submission's last change where the learner's is earlier; honest ones stand."""
+    assert collected["attack"]["backdated"] == "ok"
+    attacker, stamps = collected["attacker"], collected["stamps"]
+    assert stamps[attacker] >= collected["submitting"], stamps
+    assert f"its timestamp.txt says 2001-01-01 00:00:00 UTC, but its files were last changed at" in collected["log"]
+    moved = [line for line in collected["log"].splitlines() if "lateness counts from" in line]
+    assert len(moved) == 1 and str(collected["mine"][attacker]) in moved[0], moved   # the honest ones' times stand
+    for name in (collected["victim"], collected["instructor"]):
+        assert stamps[name] >= collected["submitting"], (name, stamps)
 
 
 @pytest.mark.slow
@@ -318,6 +343,28 @@ def test_the_copy_refuses_and_names_what_is_not_the_learners_own(tmp_path, plant
         copy(src, tmp_path / "dest", budget=1500)
     assert repr(str(src)).strip("'") in str(e.value)
     assert not any(SECRET.encode() in p.read_bytes() for p in (tmp_path / "dest").rglob("*") if p.is_file())
+
+
+@pytest.mark.parametrize("stated, kept", [("2001-01-01 00:00:00.000000 UTC", False), (None, False), ("now", True),
+                                           ("2099-01-01 00:00:00.000000 UTC", True)],
+                         ids=["backdated", "none", "honest", "later than the kernel's"])
+def test_lateness_counts_from_the_kernels_time_where_the_learners_is_earlier(tmp_path, stated, kept):
+    src = a_submission(tmp_path / "src")
+    if stated is None:
+        (src / "timestamp.txt").unlink()
+    else:
+        now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f") + " UTC"
+        (src / "timestamp.txt").write_text(now if stated == "now" else stated)
+    changed = []
+    hubexchange.copy_own(str(src), None, str(src), str(tmp_path / "dest"), os.geteuid(), 10**6, changed)
+    why = hubexchange.keep_kernel_time(str(tmp_path / "dest"), max(changed))
+    written = parse_utc((tmp_path / "dest" / "timestamp.txt").read_text())
+    kernel = datetime.fromtimestamp(max(changed), timezone.utc).replace(tzinfo=None)
+    if kept:
+        assert why is None and written == parse_utc((src / "timestamp.txt").read_text())
+    else:
+        assert written == kernel.replace(microsecond=written.microsecond) and "lateness counts from" in why, why
+        assert kernel >= datetime.now(timezone.utc).replace(tzinfo=None) - timedelta(minutes=5)
 
 
 def test_a_notebook_swapped_with_a_link_while_it_is_copied_is_never_followed(tmp_path):
