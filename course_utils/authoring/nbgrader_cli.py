@@ -40,17 +40,44 @@ def lessons(root: Path, graded: bool = False) -> list[str]:
     return [n for n in found if not (graded and n.startswith("00-"))]
 
 
-def nbgrader(*args: str, cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess:
-    """Run `nbgrader ARGS` in cwd with this Python's environment; raise with its log on failure."""
+COMMAND = [sys.executable, "-m", "nbgrader"]   # how nbgrader is run (a test may wrap it)
+HANG_SECONDS = 3600   # a command that does no grading: past this it hung (nbgrader's own start takes seconds)
+
+
+class Hung(RuntimeError):
+    """An nbgrader command that ran past its generous limit: it hung (the message says which, and why)."""
+
+
+def nbgrader(*args: str, cwd: Path, timeout: float = HANG_SECONDS, work: str = "") -> subprocess.CompletedProcess:
+    """Run `nbgrader ARGS` in cwd with this Python's environment; raise with its log on failure, and
+    Hung, naming the command and `work` (what the limit was scaled to), past `timeout` seconds."""
     env = dict(os.environ)
     # nbgrader shells out to alembic, which lives next to this interpreter.
     env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
     env.pop("NBGRADER_EXECUTION", None)
-    proc = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=cwd, env=env, text=True,
-                          capture_output=True, timeout=timeout)
+    try:
+        proc = subprocess.run([*COMMAND, *args], cwd=cwd, env=env, text=True, capture_output=True, timeout=timeout)
+    except subprocess.TimeoutExpired as e:
+        said = (e.stderr or b"")[-2000:]
+        said = said.decode(errors="replace") if isinstance(said, bytes) else said
+        raise Hung(f"nbgrader {' '.join(args)} hung: no end after {timeout:.0f} s{work}"
+                   + (f"; the last of its log:\n{said}" if said.strip() else "")) from None
     if proc.returncode != 0:
         raise RuntimeError(f"nbgrader {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
     return proc
+
+
+def notebook_seconds(course: Path) -> float:
+    """The grader's limit for one submission (c.HardenedExecute.notebook_seconds in the course's
+    nbgrader_config.py, else its default): what it stops a submission at, by the submission's own time."""
+    from traitlets.config.loader import ConfigFileNotFound, PyFileConfigLoader
+
+    from course_utils.grader.preprocessors import HardenedExecute
+    try:
+        config = PyFileConfigLoader("nbgrader_config.py", path=str(course)).load_config()
+    except ConfigFileNotFound:
+        return HardenedExecute.notebook_seconds.default_value
+    return float(HardenedExecute(config=config).notebook_seconds)
 
 
 def scratch_course(root: Path, dest: Path, names: list[str] | None = None) -> Path:
@@ -152,8 +179,14 @@ def submit(course: Path, student: str, name: str, nb: nbformat.NotebookNode) -> 
 
 
 def autograde(course: Path, name: str) -> subprocess.CompletedProcess:
-    """`nbgrader autograde NAME --force` over every submission of the lesson."""
-    return nbgrader("autograde", name, "--force", cwd=course)
+    """`nbgrader autograde NAME --force` over every submission of the lesson. The grader bounds each
+    submission (and the reference run) by its own time, so the only limit here is against a hang:
+    (submissions + 1) x the notebook limit, far above what grading takes on any machine that grades."""
+    count = len(list(Path(course).glob(f"submitted/*/{name}")))
+    each = notebook_seconds(course)
+    return nbgrader("autograde", name, "--force", cwd=course, timeout=(count + 1) * each,
+                    work=f" ({count} submissions and the reference, each stopped by the grader at {each:.0f} s "
+                         f"of its own time)")
 
 
 def scores(course: Path, name: str) -> dict[str, tuple[float, float]]:

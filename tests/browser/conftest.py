@@ -20,6 +20,7 @@ import pytest
 from browser_lab import (CHROMIUM_FLAGS, DOCS, DOCS_SHOTS, ROOT, SHOTS, Lane, LessonRun, copy_course,
                          drag_each_slider_on_a_small_screen, drag_first_slider, find_chromium, first_cell, optimise_png, start_lab, stop_lab)
 from course_utils.authoring import nbgrader_cli
+from course_utils.authoring.once import Once
 
 LESSONS = nbgrader_cli.lessons(ROOT)
 
@@ -73,13 +74,11 @@ def lanes(browser, lab):
 def lesson_runs(lanes, lab):
     """lesson_runs(name) -> LessonRun, made once per lesson when a test first asks for it: the
     solution notebook (lane 0) and the student notebook (lane 1) run at the same time, screenshots
-    taken, the first slider dragged, then both kernels shut down."""
-    done: dict[str, LessonRun] = {}
+    taken, the first slider dragged, then both kernels shut down. A run that failed is not run again
+    (course_utils.authoring.once)."""
     solution_lane, student_lane = lanes
 
     def get(name: str) -> LessonRun:
-        if name in done:
-            return done[name]
         sol, stu = f"solutions/{name}/{name}.ipynb", f"notebooks/{name}/{name}.ipynb"
         solution_lane.start(sol)
         student_lane.start(stu)
@@ -124,10 +123,9 @@ def lesson_runs(lanes, lab):
         finally:  # kernels shut down, tabs closed, even when a run failed
             solution_lane.close(sol)
             student_lane.close(stu)
-        done[name] = run
         return run
 
-    return get
+    return Once("running", get)
 
 
 def pytest_sessionfinish(session, exitstatus):

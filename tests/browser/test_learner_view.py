@@ -19,6 +19,7 @@ import nbformat
 import pytest
 
 from course_utils.authoring import nbgrader_cli
+from course_utils.authoring.once import Once
 
 from browser_lab import Lane, start_lab, stop_lab
 
@@ -63,19 +64,18 @@ def what_jupyterlab_offers(lane: Lane) -> dict:
 @pytest.fixture(scope="module")
 def course_sh_lab(browser, tmp_path_factory):
     """course_sh_lab(role) -> (Lab, Lane): JupyterLab started by `bash course.sh lab` with COURSE_ROLE=role,
-    and a page on it. Nothing is opened, so nothing in the repository is written."""
-    made = {}
+    and a page on it. Nothing is opened, so nothing in the repository is written. One that failed to
+    start is not started again (course_utils.authoring.once)."""
 
     def start(role):
-        if role not in made:
-            settings = tmp_path_factory.mktemp(f"{role}-settings")
-            env = {"COURSE_ROLE": role, "COURSE_WORKSPACE": str(settings / "workspace")}  # not the repository's workspace/
-            lab = start_lab(ROOT, settings, env, course_sh=True)
-            made[role] = (lab, Lane(browser, lab, role))
-        return made[role]
+        settings = tmp_path_factory.mktemp(f"{role}-settings")
+        env = {"COURSE_ROLE": role, "COURSE_WORKSPACE": str(settings / "workspace")}  # not the repository's workspace/
+        lab = start_lab(ROOT, settings, env, course_sh=True)
+        return lab, Lane(browser, lab, role)
 
-    yield start
-    for lab, lane in made.values():
+    started = Once("starting JupyterLab as", start)
+    yield started
+    for lab, lane in started.done.values():
         lane.page.close()
         stop_lab(lab)
 

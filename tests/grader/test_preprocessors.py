@@ -13,6 +13,8 @@ loses points in its own test cell, and only there, with feedback that names the 
 import html
 import json
 import os
+import subprocess
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -20,6 +22,7 @@ import nbformat
 import pytest
 
 from course_utils.authoring import nbgrader_cli
+from course_utils.authoring.once import Once
 from course_utils.grader.capabilities import measures_memory
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -110,21 +113,22 @@ def submissions(name: str) -> int:
 
 
 @pytest.fixture(scope="module")
-def course(request, tmp_path_factory):
-    """course(name) -> a scratch course directory in which lesson `name` alone is released. The first
-    call releases every lesson the selected tests need, two at a time."""
-    made = {}
+def releases(request, tmp_path_factory):
+    """Once: name -> a scratch course directory in which lesson `name` alone is released. Every lesson
+    the selected tests need is released up front, two at a time."""
+    folders = {n: tmp_path_factory.mktemp(n) for n in LESSONS}   # here: tmp_path_factory is not for threads
+    once = Once("releasing", lambda name: nbgrader_cli.scratch_course(ROOT, folders[name], [name]))
+    once.ensure(selected(request, "releases"), run_many=two_at_a_time)
+    return once
 
-    def make(name):
-        if name not in made:
-            todo = [n for n in selected(request, "course") if n not in made]
-            if name not in todo:
-                todo.append(name)
-            folders = {n: tmp_path_factory.mktemp(n) for n in todo}   # here: tmp_path_factory is not for threads
-            made.update(zip(todo, two_at_a_time(lambda n: nbgrader_cli.scratch_course(ROOT, folders[n], [n]), todo)))
-        return made[name]
 
-    return make
+@pytest.fixture
+def course(request, releases):
+    """course(name) -> the lesson's scratch course; this test's own lesson is released at its set-up,
+    so a release that failed is this test's error (see Once)."""
+    if "name" in getattr(getattr(request.node, "callspec", None), "params", {}):
+        releases(request.node.callspec.params["name"])
+    return releases
 
 
 def grade_lesson(where, name):
@@ -152,22 +156,29 @@ def grade_lesson(where, name):
 
 
 @pytest.fixture(scope="module")
-def graded(request, course):
-    """graded(name) -> what grade_lesson returns. The first call grades every lesson that the
-    selected tests need, two at a time, the ones with the most submissions first (so that no long
-    lesson is left to run alone at the end)."""
-    done = {}
+def grading(request, releases):
+    """Once: name -> what grade_lesson returns. The first call grades every lesson that the selected
+    tests need, two at a time, the ones with the most submissions first (so that no long lesson is
+    left to run alone at the end)."""
+    once = Once("grading", lambda n: grade_lesson(releases(n), n))
 
     def grade(name):
-        if name not in done:
-            todo = {n for n in selected(request, "graded") if n not in done} | {name}
-            todo = sorted(todo, key=submissions, reverse=True)
-            for n in todo:
-                course(n)   # released before the threads start (the first call releases them all)
-            done.update(zip(todo, two_at_a_time(lambda n: grade_lesson(course(n), n), todo)))
-        return done[name]
+        todo = sorted({*selected(request, "graded"), name}, key=submissions, reverse=True)
+        releases.ensure(todo, run_many=two_at_a_time)   # released before the grading threads start
+        releases(name)          # this lesson's release error, if any, is this test's
+        once.ensure([n for n in todo if n in releases.done], run_many=two_at_a_time)   # another's error: its own tests
+        return once(name)
 
     return grade
+
+
+@pytest.fixture
+def graded(request, grading):
+    """graded(name) -> what grade_lesson returns; this test's own lesson is graded at its set-up, so a
+    grading that failed (or hung) is this test's error, once in full, then named (see Once)."""
+    if "name" in getattr(getattr(request.node, "callspec", None), "params", {}):
+        grading(request.node.callspec.params["name"])
+    return grading
 
 
 @pytest.mark.parametrize("name", LESSONS)
@@ -288,3 +299,42 @@ def test_wrong_answer_loses_points_and_feedback_names_the_mistake(graded, course
     assert others, "every round must leave an exercise right (nbgrader_cli.mutant_rounds)"
     assert all(s == t for s, t in others.values()), \
         f"{mutant['student']}: exercises with no mistake in this submission lost points: {others}"
+
+
+# The harness against a hang, tried on the fixtures above in a pytest of their own: nbgrader wrapped so
+# that autograde sleeps (the other commands run), the notebook limit made 1 s so the limit comes soon.
+SLOW_PLUGIN = """import sys
+from course_utils.authoring import nbgrader_cli
+
+def pytest_configure(config):
+    nbgrader_cli.COMMAND = [sys.executable, {wrapper!r}]
+    nbgrader_cli.notebook_seconds = lambda course: 1.0
+"""
+SLOW_WRAPPER = """import os, sys, time
+with open({log!r}, "a") as log:
+    log.write(sys.argv[1] + "\\n")
+if sys.argv[1] == "autograde":
+    time.sleep(600)
+os.execv(sys.executable, [sys.executable, "-m", "nbgrader", *sys.argv[1:]])
+"""
+
+
+def test_a_hung_autograde_fails_its_tests_once_naming_what_hung(tmp_path):
+    """Three tests need lesson 01 graded; autograde hangs. It is run once, stopped at (submissions + 1)
+    x the notebook limit, and its tests are errors: the first with the whole message (what hung, and
+    the work its limit was scaled to), the others naming that failure in one line."""
+    log = tmp_path / "calls.log"
+    (tmp_path / "wrapper.py").write_text(SLOW_WRAPPER.format(log=str(log)))
+    (tmp_path / "slow_autograde.py").write_text(SLOW_PLUGIN.format(wrapper=str(tmp_path / "wrapper.py")))
+    chosen = "01-circuits and (test_solution_scores or untouched or write_nothing)"
+    done = subprocess.run([sys.executable, "-m", "pytest", str(Path(__file__)), "-k", chosen, "-p", "slow_autograde",
+                           "-p", "no:cacheprovider", "-q", "-rE", "--durations=0"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=900, env={**os.environ, "PYTHONPATH": str(tmp_path)})
+    out = done.stdout + done.stderr
+    assert done.returncode == 1 and "3 errors" in out, out[-4000:]
+    assert log.read_text().splitlines().count("autograde") == 1, log.read_text()
+    count = submissions("01-circuits")
+    assert (f"Hung: nbgrader autograde 01-circuits --force hung: no end after {count + 1} s ({count} submissions and "
+            f"the reference, each stopped by the grader at 1 s of its own time)") in out, out[-4000:]
+    assert out.count("FailedEarlier: grading 01-circuits failed once, reported in full at the first test that "
+                     "needed it: Hung") == 2, out[-4000:]
