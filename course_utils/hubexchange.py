@@ -45,7 +45,10 @@ from traitlets import Bool
 
 FILE_MODE = 0o640     # the learner writes, the group (the instructor) reads
 FOLDER_MODE = 0o770   # and the instructor may delete it, as nbgrader's 0777 let every user
-SUBMIT_SLACK = 60     # seconds nbgrader's submit may take from writing timestamp.txt to its last file
+# Seconds nbgrader's submit may take from taking its time (at its start) to the last change of the
+# submission (its copy, PrivateSubmit's permissions): the kernel's later ctime within it is not late.
+# The ctime is the exchange's file system's clock; on the hub, the same machine's as the learners' servers.
+SUBMIT_SLACK = 60
 
 
 class PrivateSubmit(ExchangeSubmit):

@@ -256,7 +256,8 @@ def allow_full_sandbox(state: Path, instructor: str) -> Path:
     """Grading on the hub with the full sandbox (the learner's own uid, memory and CPU cgroups) without
     giving the instructor root: one sudo rule lets the instructor run STATE/rootworker as root, with
     no arguments and no password; it runs course_utils.grader.rootworker in this environment's Python
-    in isolated mode (-I), which serves one sandboxed learner's worker to the instructor's grader.
+    in isolated mode (-I), which serves one sandboxed learner's worker (or the instructor's own
+    reference run, as them) to the instructor's grader.
     Everything root runs there must be root's alone (check_root_only). Returns the rule's file."""
     script = root_worker(state)
     if not SUDOERS_PATH.fullmatch(str(script)):
@@ -274,7 +275,7 @@ def allow_full_sandbox(state: Path, instructor: str) -> Path:
                  Path(course_utils.__file__).resolve().parent):
         check_root_only(path, tree=True)
     write_private(script, "#!/bin/sh\n# Made by `bash course.sh hub` (hub/classroom.py, allow_full_sandbox): run as root by the\n"
-                          "# instructor's grader through sudo; serves one sandboxed learner's worker.\n"
+                          "# instructor's grader through sudo; serves one sandboxed learner's worker, or the reference run as the caller.\n"
                           f"exec {shlex.quote(str(python))} -I -m course_utils.grader.rootworker\n", mode=0o755)
     check_root_only(script)
     rule = sudoers_file(state)

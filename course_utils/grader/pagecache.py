@@ -244,23 +244,19 @@ def _hold(request: dict) -> dict:
         budget = 65530 - MAPS_LEFT
     whole, cache = Range(0, 0), CacheStat()
     use_cachestat = populate = True
-    noatime = os.O_NOATIME
     start = time.monotonic()
     seen = set()
     files = total = skipped = 0
     for path in _candidates(request.get("pid"), request.get("env", []), request.get("system", [])):
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | noatime)   # root: no atime writes
-        except PermissionError:   # O_NOATIME is the file owner's (or root's): another user reads without it
-            if not noatime:
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOATIME)   # root, or the owner: no atime writes
+        except OSError as e:
+            if e.errno != errno.EPERM:   # EPERM: O_NOATIME on another's file; read it without
                 continue
-            noatime = 0
             try:
                 fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
             except OSError:
                 continue
-        except OSError:
-            continue
         try:
             st = os.fstat(fd)
             if not stat.S_ISREG(st.st_mode) or st.st_size == 0:

@@ -359,7 +359,7 @@ def _flags(tree: ast.Module, lesson_names: set[str], own_names: set[str], nested
                 found.add(f"writes into {_shown(func.value)}")
             if _name(func) == "inference_mode" and _turns_off(node):
                 found.add("switches grad mode (inference_mode(False))")
-        found |= _steering(node, dotted) | _private_torch(node, dotted) | _process(node, dotted)
+        found |= _steering(node, dotted) | _private_torch(node, dotted) | _process(node, dotted) | _native(node)
     for name in _top_level_names(tree) & (lesson_names - own_names):
         found.add(f"redefines {name}")
     return found
@@ -435,6 +435,17 @@ def _process(node, dotted: _Dotted) -> set[str]:
     if not found and not isinstance(node, (ast.Import, ast.ImportFrom, ast.alias)):
         found = {f"creates a process ({PROCESS_NAMES[i]})" for i in _identifiers(node) if i in PROCESS_NAMES}
     return found
+
+
+# Native code run from Python: a function called through ctypes can run on a thread the runner
+# already has (OpenMP's pool, GOMP_parallel), out of sight of a rule watched in the probe's thread.
+# Any identifier naming ctypes, however it was reached (numpy.ctypeslib.ctypes, an array's .ctypes).
+NATIVE = {"ctypes", "ctypeslib", "CDLL", "cdll", "PyDLL", "pydll", "CFUNCTYPE", "PYFUNCTYPE", "_ctypes",
+          "cffi", "GOMP_parallel"}
+
+
+def _native(node) -> set[str]:
+    return {"calls native code (ctypes)"} if any(i in NATIVE for i in _identifiers(node)) else set()
 
 
 def _identifiers(node) -> list[str]:

@@ -26,8 +26,10 @@ lessons 05 and 06's memory checks are judged on the hub too.
 
 What it trusts of its caller: nothing but these requests, checked (a Limits of numbers, a slot in
 range, a command that is a JSON object); it reads no file the caller names, and the code it is sent
-runs in the sandbox, as the learner's uid (a reference's: as the caller's own uid). -I keeps the caller's folder and PYTHON* variables out
-of root's imports. It refuses to start a worker with less than the root sandbox (fails closed). At
+runs in the sandbox as the learner's uid, or (a reference) outside it as the caller's own uid, as the
+caller could run it anyway. -I keeps the caller's folder and PYTHON* variables out of root's imports,
+and it sets its own PATH (the system's folders): sudo may pass on the caller's. It refuses to start a
+learner's worker with less than the root sandbox (fails closed). At
 the end of its input (the grader is done, or died) it kills the worker and exits: the grader, which
 cannot signal a root process, stops a worker by closing the pipe.
 
@@ -51,6 +53,7 @@ from course_utils.grader.worker import Limits, Overloaded, Worker, WorkerDied
 from course_utils.grader.worker import check_sandbox as worker_check_sandbox
 from course_utils.grader.workerclock import BACKSTOP
 
+SYSTEM_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
 HEADROOM = 60   # seconds a request may take past the worker's own backstop before the grader gives up on it
 
 
@@ -115,7 +118,7 @@ def _limits(data, mode: str):
 
 def _start(request: dict) -> Worker:
     """The worker a start request asks for, started: a learner's in the sandbox, or the caller's reference."""
-    mode = request.get("mode", "learner")
+    mode, worker = request.get("mode", "learner"), None
     if mode == "learner":
         slot = request.get("slot")
         slot = slot if type(slot) is int else -1
@@ -126,7 +129,11 @@ def _start(request: dict) -> Worker:
         worker = Worker("reference", _limits(request.get("limits"), mode), run_as=_caller())
     else:
         raise ValueError(f"mode must be 'learner' or 'reference', got {mode!r}")
-    worker.start()
+    try:
+        worker.start()
+    except BaseException:
+        worker.kill()
+        raise
     return worker
 
 
@@ -179,6 +186,7 @@ def main() -> int:
     if os.geteuid() != 0:
         print(json.dumps({"error": "the root worker runs as root (through the hub's sudo rule)"}), flush=True)
         return 2
+    os.environ["PATH"] = SYSTEM_PATH   # what root runs (unshare, setpriv) is the system's, whatever sudo passed on
     worker = None
     try:
         for line in sys.stdin:
@@ -199,7 +207,7 @@ def main() -> int:
                     try:
                         worker = _start(request)
                         reply = {"ok": True, "peak": worker.peak is not None, "pid": worker.pid}
-                    except (ValueError, TypeError, OSError, KeyError) as e:
+                    except (ValueError, TypeError, OSError, KeyError, RuntimeError) as e:
                         worker = None
                         reply = {"error": f"{type(e).__name__}: {e}"}
             elif worker is None:

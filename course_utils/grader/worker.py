@@ -117,6 +117,14 @@ def _alive(pid: int, state: str) -> bool:
 READY = b'{"ready": true}'   # the cellrunner's first line (course_utils.grader.cellrunner.READY)
 
 
+def _system_tool(name: str) -> str:
+    """The system's own `name` (root must not find it through a PATH another user set)."""
+    for folder in ("/usr/bin", "/bin", "/usr/sbin", "/sbin"):
+        if os.access(os.path.join(folder, name), os.X_OK):
+            return os.path.join(folder, name)
+    raise FileNotFoundError(f"{name} is missing from the system's folders (Debian: apt-get install util-linux)")
+
+
 def _threads(pid: int) -> set[tuple[int, int]]:
     """Process pid's live threads now, as (thread id, start time): an id a new thread reuses is another thread."""
     found = set()
@@ -137,7 +145,8 @@ class Overloaded(WorkerDied):
 
 
 class Worker:
-    """One cellrunner process. mode "learner" is sandboxed; mode "reference" runs as the grader."""
+    """One cellrunner process. mode "learner" is sandboxed; mode "reference" runs as the grader (or, from
+    root, as the account run_as names)."""
 
     def __init__(self, mode: str, limits: Limits | None = None, slot: int = 0, run_as: int | None = None):
         """run_as (root only, reference mode): the uid of the account the reference runs as, in a cgroup
@@ -180,49 +189,53 @@ class Worker:
                # tensors alive, and peaks measured in two processes compare (course_utils.grader.peakmemory).
                "MALLOC_MMAP_THRESHOLD_": "131072"}
         command = [sys.executable, "-m", "course_utils.grader.cellrunner", self.mode, str(write_fd)]
-        kind = isolation() if self.mode == "learner" else "none"
-        self._kind = kind
-        if kind == "none" and self.mode == "learner" and limits.sandbox == "required":
-            check_sandbox(limits)   # raises SandboxUnavailable: never a learner's code without the sandbox unasked
-        sandboxed = kind != "none"
-        uid = FIRST_UID + self.slot
-        # As root, a cgroup for the reference too: not to limit it, to measure its probes' peaks.
-        self._cgroup = (Cgroup(f"course-sandbox-{os.getpid()}-{self.slot}",  # Cgroup makes the name unique
-                               limits.memory_bytes, limits.processes, limits.cpus)
-                        if kind == "root" or (self.mode == "reference" and os.geteuid() == 0) else None)
-        if self._account is not None:   # the account's own uid, gids and groups (from root: after the cgroup and network)
-            account = self._account
-            os.chown(self._tmp, account.pw_uid, account.pw_gid)
-            for path in peak_files(self._cgroup.dirs if self._cgroup else []):
-                os.chown(path, account.pw_uid, -1)
-            command = ["setpriv", f"--reuid={account.pw_uid}", f"--regid={account.pw_gid}", "--init-groups", "--", *command]
-        if self.mode == "reference":  # a network of its own: no service it starts (gloo's sockets) reachable by others
-            command = private_network(command)
-        if sandboxed:
-            command = setup_command(kind, uid, self._cgroup.dirs if self._cgroup else [], command)
-            env.update(environment())
-        elif self._cgroup is not None:  # joined before Python starts, so that all its memory is charged there
-            env["COURSE_CGROUPS"] = ":".join(str(d) for d in self._cgroup.dirs)
-            command = ["/bin/sh", "-c", 'IFS=:; for d in $COURSE_CGROUPS; do echo $$ > "$d/cgroup.procs" || exit 97; done; exec "$@"',
-                       "join-cgroup", *command]
-        self.peak = PeakMemory(self._cgroup.dirs) if self._cgroup is not None and self.mode == "learner" else None
-        if self.peak is not None and not self.peak.available:
-            self.peak = None
-        # The runner sets these limits on itself before it runs anything (no preexec_fn: the
-        # grader starts workers from several threads).
-        env["COURSE_LIMITS"] = ",".join(str(int(v)) for v in (
-            limits.memory_bytes, limits.notebook_seconds * 2 if self.mode == "learner" else 0,
-            limits.file_bytes, limits.open_files,
-            limits.processes if sandboxed else 0))
-        try:
+        self._cgroup = self.peak = None
+        try:   # anything that fails before the worker runs leaves no cgroup, folder or pipe behind
+            kind = isolation() if self.mode == "learner" else "none"
+            self._kind = kind
+            if kind == "none" and self.mode == "learner" and limits.sandbox == "required":
+                check_sandbox(limits)   # raises SandboxUnavailable: never a learner's code without the sandbox unasked
+            sandboxed = kind != "none"
+            uid = FIRST_UID + self.slot
+            # As root, a cgroup for the reference too: not to limit it, to measure its probes' peaks.
+            self._cgroup = (Cgroup(f"course-sandbox-{os.getpid()}-{self.slot}",  # Cgroup makes the name unique
+                                   limits.memory_bytes, limits.processes, limits.cpus)
+                            if kind == "root" or (self.mode == "reference" and os.geteuid() == 0) else None)
+            if self._account is not None:   # the account's own uid, gids and groups (from root: after the cgroup and network)
+                account = self._account
+                os.chown(self._tmp, account.pw_uid, account.pw_gid)
+                for path in peak_files(self._cgroup.dirs if self._cgroup else []):
+                    os.chown(path, account.pw_uid, -1)
+                command = [_system_tool("setpriv"), f"--reuid={account.pw_uid}", f"--regid={account.pw_gid}", "--init-groups", "--", *command]
+            if self.mode == "reference":  # a network of its own: no service it starts (gloo's sockets) reachable by others
+                command = private_network(command)
+            if sandboxed:
+                command = setup_command(kind, uid, self._cgroup.dirs if self._cgroup else [], command)
+                env.update(environment())
+            elif self._cgroup is not None:  # joined before Python starts, so that all its memory is charged there
+                env["COURSE_CGROUPS"] = ":".join(str(d) for d in self._cgroup.dirs)
+                command = ["/bin/sh", "-c", 'IFS=:; for d in $COURSE_CGROUPS; do echo $$ > "$d/cgroup.procs" || exit 97; done; exec "$@"',
+                           "join-cgroup", *command]
+            self.peak = PeakMemory(self._cgroup.dirs) if self._cgroup is not None and self.mode == "learner" else None
+            if self.peak is not None and not self.peak.available:
+                self.peak = None
+            # The runner sets these limits on itself before it runs anything (no preexec_fn: the
+            # grader starts workers from several threads).
+            env["COURSE_LIMITS"] = ",".join(str(int(v)) for v in (
+                limits.memory_bytes, limits.notebook_seconds * 2 if self.mode == "learner" else 0,
+                limits.file_bytes, limits.open_files,
+                limits.processes if sandboxed else 0))
             self.proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
                                          stderr=subprocess.DEVNULL, pass_fds=(write_fd,), cwd=self._tmp, env=env,
                                          start_new_session=True)
-        except OSError:
+        except BaseException:
             for fd in (read_fd, write_fd):
                 os.close(fd)
+            if self.peak is not None:
+                self.peak.close()
             if self._cgroup is not None:
                 self._cgroup.remove()
+            self._cgroup = self.peak = None
             shutil.rmtree(self._tmp, ignore_errors=True)
             raise
         os.close(write_fd)
@@ -334,6 +347,9 @@ class Worker:
         # Threads its code started in earlier cells (none can start now): one waiting for work would do
         # what a rule forbids where a check in the probe's thread does not look.
         strays = self._own_threads is not None and bool(_threads(runner) - self._own_threads)
+        if strays:   # a thread joined as its cell ended may linger a moment in /proc: look once more
+            time.sleep(0.05)
+            strays = bool(_threads(runner) - self._own_threads)
         for _ in range(200):   # processes it left (a helper waiting on a pipe would do the work), killed
             _, others = self._processes()
             if not others:

@@ -203,6 +203,15 @@ def test_forbidding_says_whether_a_thread_from_an_earlier_cell_still_runs():
         w.allow_processes()
 
 
+def test_a_thread_from_the_very_first_cell_is_the_learners():
+    """The runner's own threads are those it had before any cell: a thread its first cell starts counts."""
+    with Worker("learner", Limits(), slot=18) as w:
+        waiting = "import threading\nstop = threading.Event()\nthreading.Thread(target=stop.wait, daemon=True).start()"
+        assert w.send(cell(waiting), 60)["error"] is None
+        assert w.forbid_processes() is True
+        w.allow_processes()
+
+
 def test_a_worker_killed_while_forbidden_still_reports_the_refusals():
     """A cell that dies after a refused fork (libgomp, say, ends the process when it cannot start its
     threads) is still known to have tried: the grader names the cause, not only the crash."""
@@ -270,3 +279,25 @@ def test_a_process_whose_main_thread_exited_still_counts_as_running():
         proc.kill()
         proc.wait()
     assert not _alive(proc.pid, "Z")
+
+
+def test_a_start_that_fails_leaves_no_cgroup_folder_or_pipe(monkeypatch):
+    """Anything that fails between the worker's folder and its process (here: its network) is undone."""
+    import course_utils.grader.worker as worker_module
+
+    def no_network(command):
+        raise RuntimeError("making a network namespace took over 300 s")
+
+    made = []
+    real_cgroup = worker_module.Cgroup
+    monkeypatch.setattr(worker_module, "Cgroup", lambda *a, **k: made.append(real_cgroup(*a, **k)) or made[-1])
+    monkeypatch.setattr(worker_module, "private_network", no_network)
+    folders = set(Path(tempfile.gettempdir()).glob("course-worker-*"))
+    fds = set(os.listdir("/proc/self/fd"))
+    w = Worker("reference", Limits())
+    with pytest.raises(RuntimeError, match="network namespace"):
+        w.start()
+    assert set(Path(tempfile.gettempdir()).glob("course-worker-*")) == folders
+    assert set(os.listdir("/proc/self/fd")) == fds
+    assert all(not Path(d).exists() for c in made for d in c.dirs), "its cgroup was removed"
+    assert w._cgroup is None and w.proc is None
