@@ -3,4 +3,5 @@
     nbgrader_cli  nbgrader driven through its real command line and gradebook, for tests and benchmarks
     assignment    what generate_assignment adds to a release: test cells tagged for Run All
     release       `bash course.sh release`: re-run solutions/, regenerate notebooks/ with nbgrader
+    once          a test fixture's work per lesson, done once, a failure included (reported once in full)
 """

@@ -15,6 +15,7 @@ import json
 import os
 import subprocess
 import sys
+from xml.etree import ElementTree
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -327,14 +328,17 @@ def test_a_hung_autograde_fails_its_tests_once_naming_what_hung(tmp_path):
     (tmp_path / "wrapper.py").write_text(SLOW_WRAPPER.format(log=str(log)))
     (tmp_path / "slow_autograde.py").write_text(SLOW_PLUGIN.format(wrapper=str(tmp_path / "wrapper.py")))
     chosen = "01-circuits and (test_solution_scores or untouched or write_nothing)"
+    report = tmp_path / "report.xml"
     done = subprocess.run([sys.executable, "-m", "pytest", str(Path(__file__)), "-k", chosen, "-p", "slow_autograde",
-                           "-p", "no:cacheprovider", "-q", "-rE", "--durations=0"], cwd=ROOT, capture_output=True, text=True,
+                           "-p", "no:cacheprovider", "-q", f"--junitxml={report}"], cwd=ROOT, capture_output=True, text=True,
                           timeout=900, env={**os.environ, "PYTHONPATH": str(tmp_path)})
     out = done.stdout + done.stderr
     assert done.returncode == 1 and "3 errors" in out, out[-4000:]
     assert log.read_text().splitlines().count("autograde") == 1, log.read_text()
+    errors = [e.get("message", "") for e in ElementTree.parse(report).iter("error")]   # one per test, at its set-up
     count = submissions("01-circuits")
-    assert (f"Hung: nbgrader autograde 01-circuits --force hung: no end after {count + 1} s ({count} submissions and "
-            f"the reference, each stopped by the grader at 1 s of its own time)") in out, out[-4000:]
-    assert out.count("FailedEarlier: grading 01-circuits failed once, reported in full at the first test that "
-                     "needed it: Hung") == 2, out[-4000:]
+    whole = (f"Hung: nbgrader autograde 01-circuits --force hung: no end after {count + 1} s ({count} submissions and "
+             f"the reference, each stopped by the grader at 1 s of its own time)")
+    named = "FailedEarlier: grading 01-circuits failed once, reported in full at the first test that needed it: Hung"
+    assert len(errors) == 3 and sum(whole in e and named not in e for e in errors) == 1, errors
+    assert sum(named in e for e in errors) == 2, errors
