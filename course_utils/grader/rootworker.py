@@ -74,24 +74,29 @@ def sudo_allowed() -> bool:
         return False
 
 
+def _through_sudo() -> bool:
+    """Whether this grader's workers come from the hub's rule: $COURSE_ROOT_WORKER set, and not root."""
+    return command() is not None and os.geteuid() != 0
+
+
 def learner_worker(limits: Limits, slot: int = 0):
     """The worker a learner's answers run in: a SudoWorker (the root sandbox) where $COURSE_ROOT_WORKER
     names the hub's rule and this grader is not root, else a Worker of mode "learner". Same methods."""
-    return SudoWorker(limits, slot) if command() is not None and os.geteuid() != 0 else Worker("learner", limits, slot)
+    return SudoWorker(limits, slot) if _through_sudo() else Worker("learner", limits, slot)
 
 
 def reference_worker(limits: Limits):
     """The worker the instructor's notebook runs in: through the hub's rule (as learner_worker), a
     SudoWorker that runs it as this user in a memory cgroup root made, so its probes' peaks are
     measured; else a Worker of mode "reference"."""
-    return SudoWorker(limits, mode="reference") if command() is not None and os.geteuid() != 0 else Worker("reference", limits)
+    return SudoWorker(limits, mode="reference") if _through_sudo() else Worker("reference", limits)
 
 
 def check_sandbox(limits: Limits) -> str | None:
     """worker.check_sandbox for the sandbox learner_worker() gives: through the hub's rule, the root
     worker's own warning (None: the full sandbox), and SandboxUnavailable, naming the cause and the fix,
     where the rule is named but does not work: it fails closed, never into a weaker sandbox unasked."""
-    if command() is None or os.geteuid() == 0:
+    if not _through_sudo():
         return worker_check_sandbox(limits)
     if not sudo_allowed():
         raise SandboxUnavailable(f"$COURSE_ROOT_WORKER names the hub's grading sandbox ({command()[-1]}), but sudo does not "

@@ -123,12 +123,17 @@ def releases(request, tmp_path_factory):
     return once
 
 
+def lesson_of(request) -> str | None:
+    """The lesson a test is parametrized with (its "name"), or None."""
+    return getattr(getattr(request.node, "callspec", None), "params", {}).get("name")
+
+
 @pytest.fixture
 def course(request, releases):
     """course(name) -> the lesson's scratch course; this test's own lesson is released at its set-up,
     so a release that failed is this test's error (see Once)."""
-    if "name" in getattr(getattr(request.node, "callspec", None), "params", {}):
-        releases(request.node.callspec.params["name"])
+    if (name := lesson_of(request)) is not None:
+        releases(name)
     return releases
 
 
@@ -177,8 +182,8 @@ def grading(request, releases):
 def graded(request, grading):
     """graded(name) -> what grade_lesson returns; this test's own lesson is graded at its set-up, so a
     grading that failed (or hung) is this test's error, once in full, then named (see Once)."""
-    if "name" in getattr(getattr(request.node, "callspec", None), "params", {}):
-        grading(request.node.callspec.params["name"])
+    if (name := lesson_of(request)) is not None:
+        grading(name)
     return grading
 
 
