@@ -1,5 +1,8 @@
 """Shared pytest set-up: tests marked `cuda` skip, with a reason, where no GPU is present; the browser
-tests' command-line options (tests/browser)."""
+tests' command-line options (tests/browser); `notebook_function`, functions defined as a notebook cell
+defines them (for course_utils.parallel, whose workers get such functions by their source)."""
+
+import linecache
 
 import pytest
 import torch
@@ -21,3 +24,18 @@ def pytest_addoption(parser):
                     help="after the browser tests, copy the README's screenshots to docs/screenshots/")
     group.addoption("--browser-all", action="store_true",
                     help="press Validate in every lesson, not only the first (slower)")
+
+
+def _notebook_function(src, **names):
+    """Define the functions in src as a notebook cell would: in __main__, with their source in linecache."""
+    filename = f"<test cell {abs(hash(src))}>"
+    linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
+    ns = {"__name__": "__main__", **names}
+    exec(compile(src, filename, "exec"), ns)
+    return ns
+
+
+@pytest.fixture
+def notebook_function():
+    """notebook_function(src, **names) -> the namespace a notebook cell with source src leaves (names: its globals)."""
+    return _notebook_function

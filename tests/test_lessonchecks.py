@@ -4,6 +4,8 @@ Every test cell of lesson NN runs a Check of course_utils.lessonchecks.lNN (test
 the cell's shape), and every Check of that module is run by exactly one test cell: no check is
 written for nothing or shared by two exercises. Whether the checks grade right is tested by grading
 the lesson's solution, untouched notebook, mutants and alternates (tests/grader/test_preprocessors.py).
+Also: course_utils.lessonchecks.workers.run_cases, which runs the cases of the checks that start real
+process groups (lessons 08 and 09), one group per world size, each failure kept with its own case.
 """
 
 import importlib
@@ -11,10 +13,14 @@ import re
 from pathlib import Path
 
 import pytest
+import torch.distributed as dist
+import torch.nn.functional as F
 
-from course_utils import judging
+from course_utils import judging, parallel
 from course_utils.authoring import nbgrader_cli
 from course_utils.grader import lessonfile
+from course_utils.lessonchecks import l08
+from course_utils.lessonchecks.workers import run_cases
 
 ROOT = Path(__file__).resolve().parent.parent
 LESSONS = nbgrader_cli.lessons(ROOT, graded=True)
@@ -40,3 +46,77 @@ def test_each_check_of_a_lesson_is_run_by_one_of_its_test_cells(name):
                                       f"test cells whose Check is not in the module: {sorted(set(used) - set(checks))}")
     for key, check in checks.items():
         assert callable(check.probe) and callable(check.judge) and check.name, f"{name}: {key} is incomplete"
+
+
+
+
+# Lesson 08's average_gradients as learners write it (a notebook function, sent by its source), run by
+# run_cases with the lesson's own worker. With 3 ranks and a frozen parameter, "raises" fails on rank 1 and
+# "hangs" leaves rank 0 out of the all_reduce.
+AVERAGE = """
+def average_gradients(model):
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    frozen = any(p.grad is None for p in model.parameters())
+    if MISTAKE == "raises" and world_size == 3 and frozen and rank == 1:
+        raise ValueError("on purpose")
+    if MISTAKE == "hangs" and world_size == 3 and frozen and rank == 0:
+        return
+    for p in model.parameters():
+        if p.grad is not None:
+            dist.all_reduce(p.grad)
+            p.grad /= world_size
+"""
+
+
+def average(notebook_function, mistake=None):
+    return notebook_function(AVERAGE, dist=dist, MISTAKE=mistake)["average_gradients"]
+
+
+def one_process(cases):
+    """What every rank must end with: the gradients of one process on the whole batch (lesson 08's expect)."""
+    want = []
+    for _, seed, kind in cases:
+        model, X, y = l08.dp_problem(seed, kind)
+        F.cross_entropy(model(X), y).backward()
+        want.append([p.grad for p in model.parameters()])
+    return want
+
+
+@pytest.fixture
+def launches(monkeypatch):
+    """The world size of every process group run_cases starts."""
+    sizes, real = [], parallel.run_workers
+
+    def counted(*args, **kwargs):
+        sizes.append(kwargs["world_size"])
+        return real(*args, **kwargs)
+    monkeypatch.setattr(parallel, "run_workers", counted)
+    return sizes
+
+
+def test_run_cases_starts_one_process_group_per_world_size_and_keeps_each_cases_results(launches, notebook_function):
+    cases = [(2, 0, "plain"), (1, 3, "plain"), (2, 2, "frozen"), (3, 1, "plain"), (1, 4, "float32"), (3, 5, "frozen")]
+    found = run_cases(l08._dp_worker, average(notebook_function), cases, "average_gradients")
+    l08.AVERAGE_GRADIENTS.judge(found, one_process(cases), cases)   # raises AssertionError on any wrong rank
+    assert [len(ranks) for ranks in found] == [2, 1, 2, 3, 1, 3]
+    assert launches == [2, 1, 3], "one group per world size, in the order of their first case"
+
+
+def test_a_failure_in_a_group_is_told_apart_case_by_case_as_one_group_per_case_tells_it(launches, notebook_function):
+    """The failing case gets its own failure, the cases before it their results, the ones after it None:
+    what one group per case found. Only the failed group's cases (up to the failure) run again."""
+    cases = [(2, 0, "plain"), (3, 1, "plain"), (3, 5, "frozen"), (2, 2, "frozen"), (3, 6, "plain")]
+    found = run_cases(l08._dp_worker, average(notebook_function, "raises"), cases, "average_gradients")
+    l08.AVERAGE_GRADIENTS.judge(found[:2], one_process(cases[:2]), cases[:2])
+    assert found[2]["rank_raised"] == "ValueError" and "WorkerError" in found[2]["raised"]
+    assert found[3:] == [None, None]
+    assert launches == [2, 3, 3, 3], "the two groups, then the failed group's cases alone up to the failure"
+
+
+def test_a_hang_in_a_group_is_its_own_cases_and_costs_at_most_two_timeouts(launches, notebook_function):
+    cases = [(3, 1, "plain"), (3, 5, "frozen"), (1, 3, "plain")]
+    found = run_cases(l08._dp_worker, average(notebook_function, "hangs"), cases, "average_gradients", timeout=3)
+    l08.AVERAGE_GRADIENTS.judge(found[:1], one_process(cases[:1]), cases[:1])
+    assert "TimeoutError" in found[1]["raised"] or found[1]["others_returned"] is True, found[1]
+    assert found[2] is None
+    assert launches == [3, 3, 3], "the group stops the rest; its cases run alone up to the hang"

@@ -1,6 +1,5 @@
 """course_utils.parallel: real process groups from a notebook, always reaped; and scripts/train_ddp.py under torchrun."""
 
-import linecache
 import os
 import stat
 import subprocess
@@ -133,15 +132,6 @@ def rendezvous_folders(monkeypatch):
     return made
 
 
-def notebook_function(src, **names):
-    """Define the functions in src as a notebook cell would: in __main__, with their source in linecache."""
-    filename = f"<test cell {abs(hash(src))}>"
-    linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
-    ns = {"__name__": "__main__", **names}
-    exec(compile(src, filename, "exec"), ns)
-    return ns
-
-
 def test_two_gloo_processes_all_reduce_to_the_sum(capsys):
     results = run_workers(summed, world_size=2, backend="gloo", timeout=60)
     assert [r["sum"].item() for r in results] == [3.0, 3.0]
@@ -194,7 +184,7 @@ def test_a_hanging_worker_is_killed_at_the_timeout(tmp_path, rendezvous_folders)
     assert len(rendezvous_folders) == 1 and not Path(rendezvous_folders[0]).exists(), "removed after the kill too"
 
 
-def test_notebook_functions_travel_by_source_with_what_they_use():
+def test_notebook_functions_travel_by_source_with_what_they_use(notebook_function):
     ns = notebook_function(
         "SCALE = 10.0\n"
         "def helper(v):\n"
@@ -207,14 +197,14 @@ def test_notebook_functions_travel_by_source_with_what_they_use():
     assert run_workers(ns["fn"], world_size=2, backend="gloo", args=(1.0,)) == [12.0, 12.0]
 
 
-def test_notebook_errors_show_the_notebook_line():
+def test_notebook_errors_show_the_notebook_line(notebook_function):
     ns = notebook_function("def broken(rank, world_size):\n    return 1 / 0\n")
     with pytest.raises(WorkerError, match="ZeroDivisionError") as info:
         run_workers(ns["broken"], world_size=1, backend="gloo")
     assert "return 1 / 0" in info.value.remote_traceback
 
 
-def test_what_cannot_travel_is_refused_by_name():
+def test_what_cannot_travel_is_refused_by_name(notebook_function):
     ns = notebook_function("def uses_lock(rank, world_size):\n    return LOCK.locked()\n", LOCK=threading.Lock())
     with pytest.raises(TypeError, match="'LOCK'"):
         run_workers(ns["uses_lock"], world_size=1)

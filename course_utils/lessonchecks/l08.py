@@ -11,7 +11,7 @@ from torch import nn
 
 from course_utils.checks import check_float, check_tensor
 from course_utils.judging import Check, MALFORMED, check_raised, name_of, outcome, raised, results, value_of
-from course_utils.lessonchecks.workers import judge_failure, workers_failed
+from course_utils.lessonchecks.workers import judge_failure, run_cases
 
 
 # This lesson's test cells may start processes: average_gradients runs in real gloo process groups
@@ -213,20 +213,9 @@ def _dp_worker(rank, world_size, recipe, seed, kind):
 
 
 def _probe_average(fn, cases):
-    """Each case: every rank's gradients after fn (None where .grad is None), or what went wrong; the
-    cases after a failure are not run (a rank that hangs costs its timeout)."""
-    from course_utils.parallel import portable, run_workers
-    found = []
-    for world_size, seed, kind in cases:
-        if found and type(found[-1]) is not list:
-            found.append(None)
-            continue
-        try:
-            found.append(run_workers(_dp_worker, world_size=world_size, backend="gloo", timeout=20,
-                                     args=(portable(fn), seed, kind)))
-        except Exception as e:  # noqa: BLE001 - a failing rank is an observation
-            found.append(workers_failed(e, "average_gradients"))
-    return found
+    """Each case: every rank's gradients after fn (None where .grad is None), or what went wrong (see
+    run_cases)."""
+    return run_cases(_dp_worker, fn, cases, "average_gradients")
 
 
 def _judge_average(got, want, cases):

@@ -12,7 +12,7 @@ import torch
 
 from course_utils.checks import check_tensor
 from course_utils.judging import Check, MALFORMED, check_raised, name_of, outcome, raised, results, value_of
-from course_utils.lessonchecks.workers import judge_failure, workers_failed
+from course_utils.lessonchecks.workers import judge_failure, run_cases
 
 HALF = {"float16": torch.float16, "bfloat16": torch.bfloat16}
 
@@ -235,20 +235,8 @@ def _zero_worker(rank, world_size, recipe, n, dtype, seed):
 
 
 def _probe_step(fn, cases):
-    """Each case: every rank's param and momentum shard after fn, or what went wrong; after a failure
-    the remaining cases are not run (a rank that hangs costs its timeout)."""
-    from course_utils.parallel import portable, run_workers
-    found = []
-    for world_size, n, dtype, seed in cases:
-        if found and type(found[-1]) is not list:
-            found.append(None)
-            continue
-        try:
-            found.append(run_workers(_zero_worker, world_size=world_size, backend="gloo", timeout=20,
-                                     args=(portable(fn), n, dtype, seed)))
-        except Exception as e:  # noqa: BLE001 - a failing rank is an observation
-            found.append(workers_failed(e, "sharded_sgd_step"))
-    return found
+    """Each case: every rank's param and momentum shard after fn, or what went wrong (see run_cases)."""
+    return run_cases(_zero_worker, fn, cases, "sharded_sgd_step")
 
 
 def _judge_rank(where, rank, world_size, n, dtype, seed, out, want) -> None:

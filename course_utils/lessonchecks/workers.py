@@ -1,6 +1,7 @@
 """For checks that run an exercise in real worker processes (course_utils.parallel.run_workers).
 
-A probe catches what run_workers raised and keeps it as data (`workers_failed`); the judge turns
+A probe runs its cases with `run_cases` (one process group per world size, each case's results kept
+apart), which catches what run_workers raised and keeps it as data (`workers_failed`); the judge turns
 that data into one message that says what went wrong in the ranks (`judge_failure`). No text from
 the learner's processes reaches the message: only built-in exception names.
 """
@@ -42,3 +43,43 @@ def judge_failure(failed, where: str, exercise: str, hint: str | None) -> None:
     hints = [f"some ranks had already returned: {SAME_CALLS}"] * (failed["others_returned"] is True) + [hint]
     raise AssertionError(f"{where}, the workers failed: a rank raised {raised_name((failed['rank_raised'],))}"
                          + "".join(f" ({h})" for h in hints if h))
+
+
+def _each_case(rank: int, world_size: int, worker, recipe: tuple, many: list) -> list:
+    """In each worker of one process group: worker(rank, world_size, recipe, *args) for every args in many."""
+    return [worker(rank, world_size, recipe, *args) for args in many]
+
+
+def run_cases(worker, fn, cases, exercise: str, timeout: float = 20) -> list:
+    """Each case's results from worker(rank, world_size, portable(fn), *args) in real gloo processes, where
+    a case is (world_size, *args): a list of one result per rank, or what went wrong (workers_failed); after
+    a failure the remaining cases are not run (a rank that hangs costs its timeout), None stands for each.
+
+    The cases of one world size run one after another in one process group: a start of processes per world
+    size, not per case. When such a group fails, its cases run again one per group, in the cases' order, so
+    that what went wrong belongs to the case it went wrong in (at most one more timeout for a hang).
+    """
+    from course_utils.parallel import portable, run_workers
+    recipe = portable(fn)
+    grouped = {}                                    # world size -> each case's results, in order
+    for world_size in dict.fromkeys(c[0] for c in cases):   # in the order of their first case
+        many = [tuple(c[1:]) for c in cases if c[0] == world_size]
+        try:
+            per_rank = run_workers(_each_case, world_size=world_size, backend="gloo", timeout=timeout,
+                                   args=(worker, recipe, many))
+        except Exception:  # noqa: BLE001 - told apart case by case below
+            break
+        grouped[world_size] = iter([list(ranks) for ranks in zip(*per_rank)])
+    found = []
+    for world_size, *args in cases:
+        if found and type(found[-1]) is not list:
+            found.append(None)
+        elif world_size in grouped:
+            found.append(next(grouped[world_size]))
+        else:
+            try:
+                found.append(run_workers(worker, world_size=world_size, backend="gloo", timeout=timeout,
+                                         args=(recipe, *args)))
+            except Exception as e:  # noqa: BLE001 - a failing rank is an observation
+                found.append(workers_failed(e, exercise))
+    return found
