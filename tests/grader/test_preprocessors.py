@@ -7,7 +7,8 @@ graded by hand) reach the gradebook as the learner wrote them, "needs manual gra
 and 0 while they hold the stub, with the release's points whatever the submission's metadata says;
 each wrong answer in tests/mutants/
 loses points in its own test cell, and only there, with feedback that names the mistake
-(tests/mutants/LESSON.json; wrong answers to different exercises share a submission).
+(tests/mutants/LESSON.json; wrong answers to different exercises share a submission, and the second
+correct answers of tests/alternates/LESSON.json ride along in them where an exercise is left free).
 """
 
 import html
@@ -18,6 +19,7 @@ import sys
 from xml.etree import ElementTree
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import NamedTuple
 
 import nbformat
 import pytest
@@ -65,6 +67,19 @@ def alternate_rounds(alts: list[dict]) -> list[list[dict]]:
         rounds[k].append(a)
     return rounds
 
+def placed_alternates(rounds: list[list[dict]], alts: list[dict]) -> tuple[list[list[dict]], list[list[dict]]]:
+    """Second correct answers placed in the mutant rounds, so that they cost no submission of their own:
+    each goes to the first round in which no wrong answer and no other second answer changes its
+    exercise (its full marks there also show the round's mistakes cost only their own points). Returns
+    (the alternates of each round, the rounds of those that found no place: alternate_rounds)."""
+    placed: list[list[dict]] = [[] for _ in rounds]
+    rest = []
+    for a in alts:
+        k = next((i for i, group in enumerate(rounds) if all(x["cell"] != a["cell"] for x in group + placed[i])), None)
+        (rest if k is None else placed[k]).append(a)
+    return placed, alternate_rounds(rest)
+
+
 pytestmark = pytest.mark.slow
 
 TEXT_STUB = "YOUR ANSWER HERE"   # nbgrader_config.py's ClearSolutions.text_stub
@@ -110,7 +125,8 @@ def two_at_a_time(work, names: list[str]) -> list:
 
 def submissions(name: str) -> int:
     """How many submissions grade_lesson makes for a lesson: its share of the grading work."""
-    return 2 + len(nbgrader_cli.mutant_rounds(MUTANTS[name])) + len(alternate_rounds(ALTERNATES[name]))
+    rounds = nbgrader_cli.mutant_rounds(MUTANTS[name])
+    return 2 + len(rounds) + len(placed_alternates(rounds, ALTERNATES[name])[1])
 
 
 @pytest.fixture(scope="module")
@@ -137,28 +153,45 @@ def course(request, releases):
     return releases
 
 
-def grade_lesson(where, name):
-    """Submit the solved and untouched notebooks and the mutant rounds of one lesson, autograde
-    them, generate feedback. Returns (scores, cell scores, feedback, rounds, written answers' grades),
-    keyed by student. The first round of second correct answers also forges its written answers."""
+class Graded(NamedTuple):
+    """What grade_lesson returns, each keyed by student (nbgrader_cli.scores, cell_scores, feedback,
+    written), with the mutant rounds (student mutantsR holds rounds[R]) and where each second correct
+    answer was graded (student -> its alternates)."""
+    scores: dict
+    cells: dict
+    feedback: dict
+    rounds: list
+    written: dict
+    alternates: dict
+
+
+FORGED = "mutants0"   # the submission whose written answers are forged (forge_written)
+
+
+def grade_lesson(where, name) -> Graded:
+    """Submit the solved and untouched notebooks and the mutant rounds of one lesson (with the second
+    correct answers placed in them, or in rounds of their own: placed_alternates), autograde them,
+    generate feedback. The first mutant round also forges its written answers."""
     solved = nbgrader_cli.solved(where, name)
     nbgrader_cli.submit(where, "solved", name, solved)
     nbgrader_cli.submit(where, "untouched", name, nbgrader_cli.untouched(where, name))
     rounds = nbgrader_cli.mutant_rounds(MUTANTS[name])
-    for r, group in enumerate(rounds):
+    placed, own = placed_alternates(rounds, ALTERNATES[name])
+    alternates = {}
+    for student, group, alts in [*((f"mutants{r}", g, placed[r]) for r, g in enumerate(rounds)),
+                                 *((f"alternate{k}", [], g) for k, g in enumerate(own))]:
         nb = solved
         for m in group:
             nb = (nbgrader_cli.with_answer(nb, m["cell"], m["source"]) if "source" in m
                   else nbgrader_cli.replace_solution(nb, m["cell"], m["old"], m["new"]))
-        nbgrader_cli.submit(where, f"mutants{r}", name, nb)
-    for k, group in enumerate(alternate_rounds(ALTERNATES[name])):
-        nb = solved
-        for a in group:
+        for a in alts:
             nb = nbgrader_cli.with_answer(nb, a["cell"], a["source"])
-        nbgrader_cli.submit(where, f"alternate{k}", name, forge_written(nb) if k == 0 else nb)
+        nbgrader_cli.submit(where, student, name, forge_written(nb) if student == FORGED else nb)
+        if alts:
+            alternates[student] = alts
     nbgrader_cli.autograde(where, name)
-    return (nbgrader_cli.scores(where, name), nbgrader_cli.cell_scores(where, name), nbgrader_cli.feedback(where, name), rounds,
-            nbgrader_cli.written(where, name))
+    return Graded(nbgrader_cli.scores(where, name), nbgrader_cli.cell_scores(where, name),
+                  nbgrader_cli.feedback(where, name), rounds, nbgrader_cli.written(where, name), alternates)
 
 
 @pytest.fixture(scope="module")
@@ -204,12 +237,12 @@ def autograded_cell(course, student, name, grade_id):
 @pytest.mark.parametrize("name", GRADED)
 def test_solution_scores_full_marks(graded, course, name):
     """Full autograded points; its written answers (the model answers) wait for the instructor."""
-    scores, *_, written = graded(name)
-    score, total = scores["solved"]
+    got = graded(name)
+    score, total = got.scores["solved"]
     assert total > 0
     assert score == total, f"the solved notebook of {name} scored {score}/{total} autograded points"
     assert written_ids(name), f"{name} has no written answer (a markdown cell graded by hand)"
-    assert written["solved"] == {gid: (0.0, 2.0, True) for gid in written_ids(name)}, \
+    assert got.written["solved"] == {gid: (0.0, 2.0, True) for gid in written_ids(name)}, \
         "each written answer of the solution needs a manual grade (its 2 points not given yet)"
     model = {c.metadata.nbgrader.grade_id: c.source for c in nbgrader_cli.solved(course(name), name).cells
              if "nbgrader" in c.metadata}
@@ -221,13 +254,13 @@ def test_solution_scores_full_marks(graded, course, name):
 def test_written_answers_reach_the_gradebook_as_written(graded, course, name):
     """A learner's own words reach the autograded notebook (what Formgrader shows) and the feedback;
     forged metadata changes neither the points nor what needs grading, and a forged cell is not graded."""
-    *_, feedback, _, written = graded(name)
-    assert written["alternate0"] == {gid: (0.0, 2.0, True) for gid in written_ids(name)}
+    got = graded(name)
+    assert got.written[FORGED] == {gid: (0.0, 2.0, True) for gid in written_ids(name)}
     for gid in written_ids(name):
-        cell = autograded_cell(course(name), "alternate0", name, gid)
+        cell = autograded_cell(course(name), FORGED, name, gid)
         assert cell.source == own_words(gid)
         assert cell.metadata.nbgrader["points"] == 2 and cell.metadata.nbgrader["grade"] is True
-    assert "In my own words, for" in feedback["alternate0"] and "a bonus answer" not in feedback["alternate0"]
+    assert "In my own words, for" in got.feedback[FORGED] and "a bonus answer" not in got.feedback[FORGED]
 
 
 @pytest.mark.parametrize("name", GRADED)
@@ -244,10 +277,10 @@ def test_graded_cells_of_the_solution_write_nothing_to_stderr(graded, course, na
 
 @pytest.mark.parametrize("name", GRADED)
 def test_untouched_student_notebook_scores_zero(graded, course, name):
-    scores, _, feedback, _, written = graded(name)
-    assert scores["untouched"][0] == 0
-    assert "Exercise not attempted yet" in feedback["untouched"]
-    assert written["untouched"] == {gid: (0.0, 2.0, False) for gid in written_ids(name)}, \
+    got = graded(name)
+    assert got.scores["untouched"][0] == 0
+    assert "Exercise not attempted yet" in got.feedback["untouched"]
+    assert got.written["untouched"] == {gid: (0.0, 2.0, False) for gid in written_ids(name)}, \
         "an unanswered written answer scores 0 and needs no manual grade"
     for gid in written_ids(name):
         assert autograded_cell(course(name), "untouched", name, gid).source == TEXT_STUB
@@ -275,10 +308,11 @@ def test_every_exercise_has_a_second_correct_solution(name):
 def test_second_correct_solution_scores_full_marks(graded, name):
     if not ALTERNATES[name]:
         pytest.fail(f"no tests/alternates/{name}.json")
-    scores, cells, *_ = graded(name)
-    rounds = [student for student in cells if student.startswith("alternate")]
-    assert len(rounds) == len(alternate_rounds(ALTERNATES[name])), f"{name}: not every round of alternates was graded"
-    wrong = {(r, c): v for r in rounds for c, v in cells[r].items() if v[0] < v[1]}
+    got = graded(name)
+    assert sorted(a["note"] for alts in got.alternates.values() for a in alts) == \
+        sorted(a["note"] for a in ALTERNATES[name]), f"{name}: not every second correct answer was graded"
+    wrong = {(student, a["cell"]): got.cells[student][a["cell"] + "_test"] for student, alts in got.alternates.items()
+             for a in alts if got.cells[student][a["cell"] + "_test"][0] < got.cells[student][a["cell"] + "_test"][1]}
     assert not wrong, f"the second correct answers of {name} lost points: {wrong}"
 
 
@@ -287,7 +321,8 @@ def test_second_correct_solution_scores_full_marks(graded, name):
 def test_wrong_answer_loses_points_and_feedback_names_the_mistake(graded, course, name, mutant):
     if mutant.get("needs") == "memory" and not measures_memory():
         pytest.skip("only the kernel-measured peak memory catches this cheat: grade as root with a memory cgroup")
-    scores, cells, feedback, rounds, _ = graded(name)
+    got = graded(name)
+    cells, feedback, rounds = got.cells, got.feedback, got.rounds
     r = next(i for i, group in enumerate(rounds) if mutant in group)
     student, grade_id, words = f"mutants{r}", mutant["cell"], mutant["feedback"]
     score, total = cells[student][grade_id + "_test"]
@@ -298,8 +333,8 @@ def test_wrong_answer_loses_points_and_feedback_names_the_mistake(graded, course
     outcome = " ".join(o.get("evalue", "") for o in test_cell.outputs if o.output_type == "error")
     assert words in outcome, f"{mutant['student']}: the outcome of {grade_id}_test does not say {words!r}: {outcome}"
     assert html.escape(words, quote=False) in feedback[student] or words in html.unescape(feedback[student])
-    # Every other exercise keeps its points, even one that builds on the mutated one (its probe uses
-    # a reference copy of the earlier exercise).
+    # Every other exercise keeps its points (the solution's answer or a second correct one), even one
+    # that builds on the mutated one (its probe uses a reference copy of the earlier exercise).
     touched = {m["cell"] for m in rounds[r]}
     others = {c: v for c, v in cells[student].items() if c[:-len("_test")] not in touched}
     assert others, "every round must leave an exercise right (nbgrader_cli.mutant_rounds)"
