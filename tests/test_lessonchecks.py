@@ -13,6 +13,7 @@ import re
 from pathlib import Path
 
 import pytest
+import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
@@ -56,6 +57,10 @@ def test_each_check_of_a_lesson_is_run_by_one_of_its_test_cells(name):
 AVERAGE = """
 def average_gradients(model):
     rank, world_size = dist.get_rank(), dist.get_world_size()
+    if MISTAKE == "stub":
+        raise NotImplementedError("Exercise not attempted yet: replace this line with your code")   # the stub
+    if MISTAKE == "float64":
+        torch.set_default_dtype(torch.float64)   # left so for whatever runs next in this process
     frozen = any(p.grad is None for p in model.parameters())
     if MISTAKE == "raises" and world_size == 3 and frozen and rank == 1:
         raise ValueError("on purpose")
@@ -69,7 +74,7 @@ def average_gradients(model):
 
 
 def average(notebook_function, mistake=None):
-    return notebook_function(AVERAGE, dist=dist, MISTAKE=mistake)["average_gradients"]
+    return notebook_function(AVERAGE, dist=dist, torch=torch, MISTAKE=mistake)["average_gradients"]
 
 
 def one_process(cases):
@@ -113,10 +118,39 @@ def test_a_failure_in_a_group_is_told_apart_case_by_case_as_one_group_per_case_t
     assert launches == [2, 3, 3, 3], "the two groups, then the failed group's cases alone up to the failure"
 
 
-def test_a_hang_in_a_group_is_its_own_cases_and_costs_at_most_two_timeouts(launches, notebook_function):
+def test_a_rank_left_alone_in_a_group_is_its_own_cases_failure(launches, notebook_function):
     cases = [(3, 1, "plain"), (3, 5, "frozen"), (1, 3, "plain")]
-    found = run_cases(l08._dp_worker, average(notebook_function, "hangs"), cases, "average_gradients", timeout=3)
+    found = run_cases(l08._dp_worker, average(notebook_function, "hangs"), cases, "average_gradients", timeout=10)
     l08.AVERAGE_GRADIENTS.judge(found[:1], one_process(cases[:1]), cases[:1])
     assert "TimeoutError" in found[1]["raised"] or found[1]["others_returned"] is True, found[1]
     assert found[2] is None
     assert launches == [3, 3, 3], "the group stops the rest; its cases run alone up to the hang"
+
+
+def test_one_case_that_fails_alone_is_not_run_again_and_an_untouched_stub_is_raised_at_once(launches, notebook_function):
+    cases = [(3, 5, "frozen"), (2, 0, "plain")]
+    found = run_cases(l08._dp_worker, average(notebook_function, "raises"), cases, "average_gradients")
+    assert found[0]["rank_raised"] == "ValueError" and found[1] is None
+    assert launches == [3], "a group of one case is that case: its failure is already told apart"
+    launches.clear()
+    with pytest.raises(NotImplementedError) as stub:
+        run_cases(l08._dp_worker, average(notebook_function, "stub"), [(2, 0, "plain"), (2, 1, "plain")], "average_gradients")
+    assert stub.value.exercise == "average_gradients" and launches == [2]
+
+
+def test_a_function_that_cannot_travel_is_the_first_cases_failure_with_its_hint(launches, notebook_function):
+    lam = notebook_function("average_gradients = lambda model: None\n")["average_gradients"]   # a notebook's lambda
+    found = run_cases(l08._dp_worker, lam, [(2, 0, "plain"), (1, 3, "plain")], "average_gradients")
+    assert launches == []
+    assert "TypeError" in found[0]["raised"] and found[1] is None
+    with pytest.raises(AssertionError, match="must be a plain def function"):
+        l08.AVERAGE_GRADIENTS.judge(found, one_process([(2, 0, "plain"), (1, 3, "plain")]), [(2, 0, "plain"), (1, 3, "plain")])
+
+
+def test_each_case_of_a_group_starts_from_torchs_defaults(launches, notebook_function):
+    """A learner's function that changes torch's default dtype changes nothing for the next case (in a
+    process of its own it would not have): the models of later cases are built as one process builds them."""
+    cases = [(2, 0, "plain"), (2, 2, "plain"), (2, 6, "frozen")]
+    found = run_cases(l08._dp_worker, average(notebook_function, "float64"), cases, "average_gradients")
+    l08.AVERAGE_GRADIENTS.judge(found, one_process(cases), cases)
+    assert launches == [2]

@@ -46,29 +46,46 @@ def judge_failure(failed, where: str, exercise: str, hint: str | None) -> None:
 
 
 def _each_case(rank: int, world_size: int, worker, recipe: tuple, many: list) -> list:
-    """In each worker of one process group: worker(rank, world_size, recipe, *args) for every args in many."""
-    return [worker(rank, world_size, recipe, *args) for args in many]
+    """In each worker of one process group: worker(rank, world_size, recipe, *args) for every args in many,
+    each case starting from the process's defaults (torch's default dtype and grad mode, which a learner's
+    function may change), as it would in a process of its own."""
+    import torch
+    found = []
+    for args in many:
+        dtype, grad = torch.get_default_dtype(), torch.is_grad_enabled()
+        try:
+            found.append(worker(rank, world_size, recipe, *args))
+        finally:
+            torch.set_default_dtype(dtype)
+            torch.set_grad_enabled(grad)
+    return found
 
 
 def run_cases(worker, fn, cases, exercise: str, timeout: float = 20) -> list:
     """Each case's results from worker(rank, world_size, portable(fn), *args) in real gloo processes, where
     a case is (world_size, *args): a list of one result per rank, or what went wrong (workers_failed); after
-    a failure the remaining cases are not run (a rank that hangs costs its timeout), None stands for each.
+    a failure the remaining cases are not run, None stands for each.
 
     The cases of one world size run one after another in one process group: a start of processes per world
-    size, not per case. When such a group fails, its cases run again one per group, in the cases' order, so
-    that what went wrong belongs to the case it went wrong in (at most one more timeout for a hang).
+    size, not per case. When such a group of several cases fails, its cases run again one per group, in the
+    cases' order, so that what went wrong belongs to the case it went wrong in: a rank that hangs costs up to
+    two timeouts. An exercise's untouched stub is raised at once (workers_failed).
     """
     from course_utils.parallel import portable, run_workers
-    recipe = portable(fn)
-    grouped = {}                                    # world size -> each case's results, in order
+    try:
+        recipe = portable(fn)
+    except Exception as e:  # noqa: BLE001 - fn cannot travel to a worker (a lambda, a closure): an observation
+        return [workers_failed(e, exercise)] + [None] * (len(cases) - 1)
+    grouped = {}                                    # world size -> each case's results, or its one failure
     for world_size in dict.fromkeys(c[0] for c in cases):   # in the order of their first case
         many = [tuple(c[1:]) for c in cases if c[0] == world_size]
         try:
             per_rank = run_workers(_each_case, world_size=world_size, backend="gloo", timeout=timeout,
                                    args=(worker, recipe, many))
-        except Exception:  # noqa: BLE001 - told apart case by case below
-            break
+        except Exception as e:  # noqa: BLE001 - a failing rank is an observation
+            if len(many) == 1 or isinstance(getattr(e, "stub", None), NotImplementedError):
+                grouped[world_size] = iter([workers_failed(e, exercise)])   # its one case's (a stub: raised here)
+            break   # of several cases: told apart one by one below
         grouped[world_size] = iter([list(ranks) for ranks in zip(*per_rank)])
     found = []
     for world_size, *args in cases:

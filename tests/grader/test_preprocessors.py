@@ -306,13 +306,19 @@ def test_every_exercise_has_a_second_correct_solution(name):
 
 @pytest.mark.parametrize("name", GRADED)
 def test_second_correct_solution_scores_full_marks(graded, name):
+    """Each second correct answer keeps its exercise's points where it was graded; a submission of second
+    answers alone keeps every point (in a mutant round the other exercises are the mutant test's)."""
     if not ALTERNATES[name]:
         pytest.fail(f"no tests/alternates/{name}.json")
     got = graded(name)
     assert sorted(a["note"] for alts in got.alternates.values() for a in alts) == \
-        sorted(a["note"] for a in ALTERNATES[name]), f"{name}: not every second correct answer was graded"
-    wrong = {(student, a["cell"]): got.cells[student][a["cell"] + "_test"] for student, alts in got.alternates.items()
-             for a in alts if got.cells[student][a["cell"] + "_test"][0] < got.cells[student][a["cell"] + "_test"][1]}
+        sorted(a["note"] for a in ALTERNATES[name]), f"{name}: not every second correct answer was submitted"
+    missing = sorted(set(got.alternates) - set(got.cells))
+    assert not missing, f"{name}: submissions nbgrader did not grade: {missing}"
+    wrong = {}
+    for student, alts in got.alternates.items():
+        ids = list(got.cells[student]) if student.startswith("alternate") else [a["cell"] + "_test" for a in alts]
+        wrong.update({(student, c): got.cells[student][c] for c in ids if got.cells[student][c][0] < got.cells[student][c][1]})
     assert not wrong, f"the second correct answers of {name} lost points: {wrong}"
 
 
@@ -338,8 +344,10 @@ def test_wrong_answer_loses_points_and_feedback_names_the_mistake(graded, course
     touched = {m["cell"] for m in rounds[r]}
     others = {c: v for c, v in cells[student].items() if c[:-len("_test")] not in touched}
     assert others, "every round must leave an exercise right (nbgrader_cli.mutant_rounds)"
+    alternates = sorted(a["cell"] for a in got.alternates.get(student, []))
     assert all(s == t for s, t in others.values()), \
-        f"{mutant['student']}: exercises with no mistake in this submission lost points: {others}"
+        f"{mutant['student']}: exercises with no mistake in this submission lost points: {others}" + \
+        (f" (second correct answers in it: {alternates})" if alternates else "")
 
 
 # The harness against a hang, tried on the fixtures above in a pytest of their own: nbgrader wrapped so
