@@ -25,7 +25,7 @@ from pathlib import Path
 
 from course_utils.grader.cgroups import Cgroup
 from course_utils.grader.peakmemory import PeakMemory
-from course_utils.grader.sandbox import FIRST_UID, environment, setup_command
+from course_utils.grader.sandbox import FIRST_UID, SYSTEM_PATH, TOOLS, environment, setup_command, tool_path
 
 PROBE_SECONDS = (120, 300, 600)   # wall-clock time for each try at building the probe sandbox
 
@@ -38,8 +38,11 @@ class SandboxUnavailable(Exception):
 def isolation() -> str:
     """The sandbox this machine gives a learner's worker: "root", "userns" or "none" (see above).
     Asked once per grading process, by building one (sandbox_works)."""
-    if any(shutil.which(tool) is None for tool in ("unshare", "setpriv", "pivot_root")):
-        _why_none.append("util-linux unshare, setpriv or pivot_root is missing")
+    missing = [tool for tool in TOOLS if shutil.which(tool, path=tool_path()) is None]
+    if missing:
+        _why_none.append(f"util-linux's {' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} on neither PATH nor "
+                         f"{SYSTEM_PATH}: install util-linux (Debian: apt-get install util-linux), or add the folder "
+                         "that holds them to PATH")
         return "none"
     kind = "root" if os.geteuid() == 0 else "userns"
     return kind if sandbox_works(kind) else "none"
@@ -57,7 +60,7 @@ def sandbox_works(kind: str) -> bool:
     for seconds in PROBE_SECONDS:
         try:
             probe = subprocess.run(setup_command(kind, FIRST_UID, [], command),
-                                   env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), **environment()},
+                                   env={"PATH": tool_path(), **environment()},
                                    stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=seconds)
             break
         except OSError as e:

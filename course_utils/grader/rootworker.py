@@ -48,12 +48,11 @@ import sys
 from dataclasses import fields
 
 from course_utils.grader.capabilities import SandboxUnavailable, isolation, isolation_warning, measures_memory
-from course_utils.grader.sandbox import FIRST_UID
+from course_utils.grader.sandbox import FIRST_UID, SYSTEM_PATH
 from course_utils.grader.worker import Limits, Overloaded, Worker, WorkerDied
 from course_utils.grader.worker import check_sandbox as worker_check_sandbox
 from course_utils.grader.workerclock import BACKSTOP
 
-SYSTEM_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
 HEADROOM = 60   # seconds a request may take past the worker's own backstop before the grader gives up on it
 
 

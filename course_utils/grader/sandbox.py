@@ -45,6 +45,16 @@ NAMESPACES = ["--net", "--mount", "--pid", "--ipc", "--uts", "--fork", "--kill-c
 
 # Top-level folders the sandbox's file system carries, read-only (symbolic links are copied as links).
 SYSTEM_DIRS = ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc", "nix")
+SYSTEM_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"   # where Debian installs util-linux (pivot_root: /usr/sbin)
+TOOLS = ("unshare", "setpriv", "pivot_root")    # util-linux's, which the set-up runs
+
+
+def tool_path() -> str:
+    """The PATH the sandbox's tools are looked up and run with: the grader's own PATH, then the system's
+    folders it lacks, so that they are found whatever PATH the grader was started with (an instructor's
+    login shell has no /usr/sbin)."""
+    own = [d for d in os.environ.get("PATH", "").split(os.pathsep) if d]
+    return os.pathsep.join(own + [d for d in SYSTEM_PATH.split(":") if d not in own])
 
 _SETUP = r"""
 set -e
@@ -193,7 +203,7 @@ def private_network_problem() -> str | None:
     command = [sys.executable, "-I", "-S", "-c", check, str(os.geteuid()), os.readlink("/proc/self/ns/net")]
     try:
         probe = subprocess.run(_private_network_prefix() + command, stdin=subprocess.DEVNULL, capture_output=True,
-                               text=True, timeout=300, env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")})
+                               text=True, timeout=300, env={"PATH": tool_path()})
     except subprocess.TimeoutExpired:  # not an answer (and not cached): a slow machine never lowers the protection
         raise RuntimeError("making a network namespace took over 300 s: the machine is too busy to grade "
                            "safely now; try again later") from None

@@ -55,7 +55,7 @@ from pathlib import Path
 
 from course_utils.grader.cgroups import Cgroup
 from course_utils.grader.capabilities import SandboxUnavailable, isolation, isolation_warning
-from course_utils.grader.sandbox import FIRST_UID, environment, private_network, setup_command
+from course_utils.grader.sandbox import FIRST_UID, SYSTEM_PATH, environment, private_network, setup_command, tool_path
 from course_utils.grader.peakmemory import PeakMemory, peak_files
 from course_utils.grader.workerclock import BACKSTOP, Clock, _listdir, _stat
 
@@ -119,10 +119,10 @@ READY = b'{"ready": true}'   # the cellrunner's first line (course_utils.grader.
 
 def _system_tool(name: str) -> str:
     """The system's own `name` (root must not find it through a PATH another user set)."""
-    for folder in ("/usr/bin", "/bin", "/usr/sbin", "/sbin"):
-        if os.access(os.path.join(folder, name), os.X_OK):
-            return os.path.join(folder, name)
-    raise FileNotFoundError(f"{name} is missing from the system's folders (Debian: apt-get install util-linux)")
+    found = shutil.which(name, path=SYSTEM_PATH)
+    if found is None:
+        raise FileNotFoundError(f"{name} is missing from the system's folders {SYSTEM_PATH} (Debian: apt-get install util-linux)")
+    return found
 
 
 def _threads(pid: int) -> set[tuple[int, int]]:
@@ -180,7 +180,7 @@ class Worker:
         limits = self.limits
         read_fd, write_fd = os.pipe()
         self._tmp = tempfile.mkdtemp(prefix="course-worker-")
-        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8", "MPLBACKEND": "Agg",
+        env = {"PATH": tool_path(), "LANG": "C.UTF-8", "MPLBACKEND": "Agg",
                "NBGRADER_EXECUTION": "autograde", "CUDA_VISIBLE_DEVICES": "", "PYTHONHASHSEED": "0",
                "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "2"),
                "HOME": self._tmp, "TMPDIR": self._tmp, "PYTHONDONTWRITEBYTECODE": "1",

@@ -3,11 +3,12 @@ sandbox fails closed: a set-up that never finishes or fails stops grading unless
 accepts weaker isolation."""
 
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
 
-from course_utils.grader import capabilities, worker
+from course_utils.grader import capabilities, sandbox, worker
 from course_utils.grader.capabilities import isolation
 from course_utils.grader.worker import Limits, Worker
 
@@ -61,3 +62,28 @@ def test_the_folder_command_grades_nothing_without_the_sandbox_unless_asked(monk
     shutil.copy(fixture, folder / "ada.ipynb")
     assert gradefolder.main([str(fixture), str(folder), "--out", str(out)]) == 2
     assert not out.exists(), "nothing is written when grading cannot be protected"
+
+
+@pytest.mark.skipif(any(shutil.which(t, path=sandbox.SYSTEM_PATH) is None for t in sandbox.TOOLS),
+                    reason="needs util-linux's unshare, setpriv and pivot_root in the system's folders")
+def test_the_sandbox_finds_util_linux_in_the_system_folders_whatever_path_holds(monkeypatch, fresh_isolation):
+    """An instructor's login shell on the hub has no /usr/sbin on PATH, where Debian keeps pivot_root:
+    grading there still gets the sandbox, and a learner's cell runs in it."""
+    monkeypatch.setenv("PATH", str(Path(sys.executable).parent))   # the course's environment alone
+    assert shutil.which("pivot_root") is None or Path(shutil.which("pivot_root")).parent == Path(sys.executable).parent
+    assert isolation() != "none", capabilities.isolation_warning()
+    assert worker.check_sandbox(Limits()) == capabilities.isolation_warning()
+    with Worker("learner", Limits(), slot=17) as w:   # sandbox "required"
+        assert w.send(cell("import os; x = os.getuid()"), 60)["error"] is None
+
+
+def test_a_missing_tool_is_named_with_its_fix_before_any_weaker_isolation(monkeypatch, fresh_isolation):
+    monkeypatch.setattr(capabilities, "TOOLS", ("unshare", "no-such-sandbox-tool"))
+    assert isolation() == "none"
+    with pytest.raises(capabilities.SandboxUnavailable) as info:
+        worker.check_sandbox(Limits())
+    message = str(info.value)
+    assert "util-linux's no-such-sandbox-tool is on neither PATH nor /usr/sbin:/usr/bin:/sbin:/bin" in message
+    fix, weaker = message.index("apt-get install util-linux"), message.index("--sandbox optional")
+    assert fix < message.index("grade untrusted work as root") < weaker, message
+
