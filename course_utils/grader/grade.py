@@ -30,6 +30,7 @@ autograde LESSON` uses this module through course_utils.grader.preprocessors (se
 """
 
 import atexit
+import contextlib
 import threading
 import time
 from dataclasses import dataclass, field
@@ -331,24 +332,61 @@ def _judge_test(lesson, reference, cell, answer, stubbed, untried, cell_errors) 
                    "" if ok else feedback.redact(message, [line for t in lesson.tests for line in t.hidden]))
 
 
-_references: dict[tuple, Reference] = {}
+REFERENCE_IDLE_SECONDS = 60   # a reference no grading has used for this long ends (its worker, its page-cache pin)
+
+
+@dataclass
+class _Shared:
+    reference: Reference
+    users: int = 0
+    timer: threading.Timer | None = None
+
+
+_references: dict[tuple, _Shared] = {}
 _references_lock = threading.Lock()
 
 
-def reference_for(path: Path, limits: Limits) -> Reference:
-    """One Reference per instructor notebook (and its modification time) per grading process."""
+@contextlib.contextmanager
+def reference_for(path: Path, limits: Limits):
+    """with reference_for(path, limits) as reference: one Reference per instructor notebook (and its
+    modification time), shared by the gradings of a process while they run and for REFERENCE_IDLE_SECONDS
+    after the last one ends, then closed: a process that lives on after grading (JupyterLab's server,
+    where Formgrader autogrades) keeps no worker or pinned page cache; the rest end with the process."""
     path = Path(path).resolve()
     key = (str(path), path.stat().st_mtime_ns)
     with _references_lock:
         if key not in _references:
             if not _references:
-                atexit.register(_close_references)  # their workers and cgroups end with the grading process
-            _references[key] = Reference(load_lesson(path), limits)
-        return _references[key]
+                atexit.register(_close_references)
+            _references[key] = _Shared(Reference(load_lesson(path), limits))
+        shared = _references[key]
+        shared.users += 1
+        if shared.timer is not None:
+            shared.timer.cancel()
+            shared.timer = None
+    try:
+        yield shared.reference
+    finally:
+        with _references_lock:
+            shared.users -= 1
+            if shared.users == 0:
+                shared.timer = threading.Timer(REFERENCE_IDLE_SECONDS, _close_idle, (key, shared))
+                shared.timer.daemon = True
+                shared.timer.start()
+
+
+def _close_idle(key: tuple, shared: _Shared) -> None:
+    with _references_lock:
+        if shared.users or _references.get(key) is not shared:
+            return
+        del _references[key]
+    shared.reference.close()
 
 
 def _close_references() -> None:
     with _references_lock:
-        for reference in _references.values():
-            reference.close()
+        for shared in _references.values():
+            if shared.timer is not None:
+                shared.timer.cancel()
+            shared.reference.close()
         _references.clear()

@@ -135,17 +135,18 @@ class HardenedExecute(NbGraderPreprocessor):
         coursedir = CourseDirectory(config=self.config)
         info = resources["nbgrader"]
         source = Path(coursedir.format_path(coursedir.source_directory, ".", info["assignment"])) / f"{info['notebook']}.ipynb"
-        reference = reference_for(source, limits)
         if warning:
             self.log.warning("course_utils.grader.preprocessors: %s", warning)
-        answers, notes = read_answers(dict(nb), reference.lesson)
-        notes = list(nb.metadata.get(NOTES, [])) + notes
-        try:
-            result = grade_answers(reference.lesson, reference, answers, notes, info["student"], limits,
-                                   slot=zlib.crc32(info["student"].encode()) % 4000)
-        except Exception as e:  # noqa: BLE001 - scored 0 with the reason, so the class's grading goes on
-            self.log.error("%s: the grader failed on this submission: %r", info["student"], e)
-            result = failed(reference.lesson, info["student"], notes, e)
+        with reference_for(source, limits) as reference:   # shared by this process's gradings, then closed
+            lesson = reference.lesson
+            answers, notes = read_answers(dict(nb), lesson)
+            notes = list(nb.metadata.get(NOTES, [])) + notes
+            try:
+                result = grade_answers(lesson, reference, answers, notes, info["student"], limits,
+                                       slot=zlib.crc32(info["student"].encode()) % 4000)
+            except Exception as e:  # noqa: BLE001 - scored 0 with the reason, so the class's grading goes on
+                self.log.error("%s: the grader failed on this submission: %r", info["student"], e)
+                result = failed(lesson, info["student"], notes, e)
         if result.overloaded:
             why = next(o.message for o in result.outcomes.values() if o.message)
             raise RuntimeError(f"{info['student']}: {why}")
@@ -154,8 +155,8 @@ class HardenedExecute(NbGraderPreprocessor):
         for gid, outcome in result.outcomes.items():
             if outcome.score < outcome.points:
                 self.log.info("%s: %s %g/%g: %s", info["student"], gid, outcome.score, outcome.points, outcome.message)
-        resources["course_reasons"] = reasons(reference.lesson, result)
-        for line in review(reference.lesson, answers):
+        resources["course_reasons"] = reasons(lesson, result)
+        for line in review(lesson, answers):
             self.log.warning("%s: read this answer (course_utils.grader.review): %s", info["student"], line)
         for cell in nb.cells:
             if cell.cell_type != "code":

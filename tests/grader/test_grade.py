@@ -16,6 +16,7 @@ import importlib.util
 import re
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -530,3 +531,24 @@ def test_the_references_peaks_do_not_depend_on_a_cold_page_cache():
     for gid, peak in warm.peaks.items():
         assert abs(cold.peaks[gid] - peak) < 8 * 2 ** 20, \
             f"{gid}: {cold.peaks[gid] / 2 ** 20:.0f} MB after the cache was emptied, {peak / 2 ** 20:.0f} MB warm"
+
+
+def test_a_shared_reference_ends_once_no_grading_has_used_it_for_a_while(monkeypatch):
+    """Gradings in one process share the reference while they run and for REFERENCE_IDLE_SECONDS after the
+    last one; then it ends (its worker): JupyterLab's server, where Formgrader autogrades one learner per
+    click, keeps no reference worker after grading."""
+    monkeypatch.setattr(grade, "REFERENCE_IDLE_SECONDS", 1.0)
+    with grade.reference_for(FIXTURE, LIMITS) as first:
+        with grade.reference_for(FIXTURE, LIMITS) as second:   # another grading meanwhile: the same one
+            assert second is first
+        proc = first.worker.proc   # the worker's process (kill() forgets it)
+        time.sleep(2)
+        assert proc.poll() is None, "in use: not ended, however long"
+    with grade.reference_for(FIXTURE, LIMITS) as again:        # back within the idle time: the same one
+        assert again is first
+    deadline = time.monotonic() + 30
+    while proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert proc.poll() is not None and first.worker.proc is None, "idle for REFERENCE_IDLE_SECONDS: its worker ends"
+    with grade.reference_for(FIXTURE, LIMITS) as fresh:
+        assert fresh is not first and fresh.worker.proc.poll() is None

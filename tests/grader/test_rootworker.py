@@ -197,14 +197,14 @@ import json, sys
 from course_utils.grader import grade
 from course_utils.grader.worker import Limits
 lesson_path, cheat = sys.argv[1], json.loads(sys.argv[2])
-reference = grade.reference_for(lesson_path, Limits())
-lesson = reference.lesson
-solved = {c.gid: c.source for c in lesson.answers}
-out = {"reference": type(reference.worker).__name__, "peaks": reference.peaks, "pin": reference.pin.summary()}
-for name, answers in (("solved", solved), ("cheat", {**solved, cheat["cell"]: cheat["source"]})):
-    result = grade.grade_answers(lesson, reference, answers, student=name)
-    out[name] = {"score": result.score, "points": result.points, "notes": result.notes,
-                 "messages": {gid: o.message for gid, o in result.outcomes.items() if o.message}}
+with grade.reference_for(lesson_path, Limits()) as reference:
+    lesson = reference.lesson
+    solved = {c.gid: c.source for c in lesson.answers}
+    out = {"reference": type(reference.worker).__name__, "peaks": reference.peaks, "pin": reference.pin.summary()}
+    for name, answers in (("solved", solved), ("cheat", {**solved, cheat["cell"]: cheat["source"]})):
+        result = grade.grade_answers(lesson, reference, answers, student=name)
+        out[name] = {"score": result.score, "points": result.points, "notes": result.notes,
+                     "messages": {gid: o.message for gid, o in result.outcomes.items() if o.message}}
 print(json.dumps(out))
 """
 

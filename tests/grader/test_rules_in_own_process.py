@@ -144,9 +144,9 @@ def _solutions(name: str):
     ("03-pytorch-autograd", "l03_predict_saved", MEASURED_IN_AN_EARLIER_THREAD),
 ], ids=["03-measured-in-a-child", "04-autograd-in-a-child", "03-measured-in-an-earlier-thread"])
 def test_a_child_process_does_not_step_around_a_rule_checked_in_the_learners_process(name, exercise, answer):
-    reference = grade.reference_for(_solutions(name), LIMITS)   # one per lesson for the module (the grader's own cache)
-    answers = {c.gid: c.source for c in reference.lesson.answers}
-    result = grade.grade_answers(reference.lesson, reference, {**answers, exercise: answer}, [], "mallory", LIMITS)
+    with grade.reference_for(_solutions(name), LIMITS) as reference:   # one per lesson (the grader's own cache)
+        answers = {c.gid: c.source for c in reference.lesson.answers}
+        result = grade.grade_answers(reference.lesson, reference, {**answers, exercise: answer}, [], "mallory", LIMITS)
     for gid, outcome in result.outcomes.items():
         if gid == f"{exercise}_test":
             assert outcome.score == 0, f"{gid}: the child's work scored {outcome.score}/{outcome.points}"
