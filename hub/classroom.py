@@ -1,6 +1,7 @@
 """A class on JupyterHub: `bash course.sh hub` runs this as root to set the class up, then start the hub.
 
     bash course.sh hub [--roster students.csv] [--instructor NAME] [--port 8000] [--ip ADDRESS]
+                       [--ssl-cert CERT.pem --ssl-key KEY.pem] [--idle-minutes 60]
 
 What it does, each step idempotent (run it again after editing the roster):
 - Unix accounts: the instructor (a JupyterHub admin) and one learner per roster row (nbgrader's
@@ -48,6 +49,7 @@ DEFAULT_STATE = ROOT / "hub" / "state"
 DEFAULT_ROSTER = ROOT / "hub" / "roster.example.csv"
 DEFAULT_INSTRUCTOR = "instructor"
 DEFAULT_PORT = 8000
+DEFAULT_IDLE_MINUTES = 60   # jupyterhub-idle-culler stops a server unused for this long (hub/jupyterhub_config.py)
 CHP_VERSION = "5.3.0"   # configurable-http-proxy, from npm
 SUDOERS_DIR = Path("/etc/sudoers.d")
 # A path a sudoers rule can name as it is: no space, nothing sudoers would need escaped (, : = \ # " and the like).
@@ -90,17 +92,28 @@ def course_dir(instructor: str) -> Path:
     return Path(pwd.getpwnam(instructor).pw_dir) / "course"
 
 
+def course_path() -> str:
+    """Every hub user's PATH, in their server, its kernels and its terminals: the course's environment
+    first (nbgrader, python), then the system's folders, sbin included (Debian keeps util-linux's
+    pivot_root, which the grader's sandbox runs, in /usr/sbin)."""
+    return f"{Path(sys.prefix) / 'bin'}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+def terminal_rc(state: Path) -> Path:
+    """What a JupyterLab terminal on the hub runs first (write_shared_config)."""
+    return shared_config_dir(state) / "terminal.bashrc"
+
+
 def user_environment(state: Path, accounts: Accounts, name: str) -> dict[str, str]:
     """What a user's single-user server (and nbgrader run as that user) gets in its environment:
     the shared config folder, and for the instructor the instructor tools' config first; the exchange,
     which the course's nbgrader_config.py (loaded last, in the instructor's course) reads."""
     paths = [shared_config_dir(state)]
     if name == accounts.instructor:
-        paths.insert(0, INSTRUCTOR_CONFIG)
-    # sbin too: the grader's sandbox needs util-linux's pivot_root, which Debian keeps in /usr/sbin.
+        paths[:0] = [instructor_config_dir(state), INSTRUCTOR_CONFIG]
     env = {"JUPYTER_CONFIG_PATH": os.pathsep.join(str(p) for p in paths),
            "COURSE_EXCHANGE": str(exchange_dir(state)),   # for the course's nbgrader_config.py (the instructor's)
-           "PATH": f"{Path(sys.prefix) / 'bin'}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+           "PATH": course_path()}
     if name == accounts.instructor:   # the grader's full sandbox, through sudo (allow_full_sandbox)
         env["COURSE_ROOT_WORKER"] = str(root_worker(state))
     return env
@@ -187,7 +200,9 @@ def make_exchange(state: Path, instructor: str, course: str) -> None:
 def write_shared_config(state: Path, course: str) -> None:
     """STATE/jupyter, every user's first config folder but the instructor's (user_environment):
     nbgrader_config.py names the exchange and the course, sets Validate as grading runs and shows
-    learners' text safely in Formgrader and feedback (SafeMarkdown); labconfig/page_config.json gives back
+    learners' text safely in Formgrader and feedback (SafeMarkdown); jupyter_server_config.json makes a
+    JupyterLab terminal run terminal.bashrc: the course's PATH, in the server's folder (terminal_rc);
+    labconfig/page_config.json gives back
     nbgrader's menu, which the environment's learner view hides (course.sh, ensure_learner_view):
     on the hub learners need its Assignment List to fetch and submit, and the menu shows only that,
     the instructor tools' commands being off (they stay so)."""
@@ -212,11 +227,53 @@ def write_shared_config(state: Path, course: str) -> None:
         "from course_utils.grader.reports import SafeMarkdown\n"
         "c.HTMLExporter.sanitize_html = True\n"
         'c.HTMLExporter.filters = {"markdown2html": SafeMarkdown}\n'), mode=0o644)
+    # A JupyterLab terminal: an interactive bash that keeps the course's PATH (jupyter_server would start a
+    # login shell, whose /etc/profile drops it) and starts in the server's folder (the instructor's: the
+    # course), not the home folder the server was started in.
+    write_private(terminal_rc(state), (
+        "# Made by `bash course.sh hub` (hub/classroom.py): every JupyterLab terminal on the hub runs it first.\n"
+        "[ -f /etc/bash.bashrc ] && . /etc/bash.bashrc\n"
+        '[ -f "$HOME/.bashrc" ] && . "$HOME/.bashrc"\n'
+        f'export PATH="{course_path()}"   # nbgrader and the course\'s python; the sandbox\'s tools in /usr/sbin\n'
+        '[ "$PWD" = "$HOME" ] && [ -d "$JUPYTER_SERVER_ROOT" ] && cd "$JUPYTER_SERVER_ROOT"\n'), mode=0o644)
+    write_private(config / "jupyter_server_config.json", json.dumps({"ServerApp": {"terminado_settings": {
+        "shell_command": ["/bin/bash", "--rcfile", str(terminal_rc(state)), "-i"]}}}, indent=1) + "\n", mode=0o644)
     (config / "labconfig").mkdir(exist_ok=True)
     (config / "labconfig").chmod(0o755)
     menu = {"@jupyter/nbgrader:menu": False}
     write_private(config / "labconfig" / "page_config.json",
                   json.dumps({"disabledExtensions": menu, "lockedExtensions": menu}) + "\n", mode=0o644)
+
+
+def instructor_config_dir(state: Path) -> Path:
+    """The hub instructor's first config folder (user_environment; write_instructor_config)."""
+    return state / "jupyter-instructor"
+
+
+def write_instructor_config(state: Path, instructor: str) -> None:
+    """STATE/jupyter-instructor, read first by the instructor's server: Formgrader opens from the Nbgrader
+    menu in a browser tab of its own. JupyterHub forbids framing a user's server (Content-Security-Policy
+    frame-ancestors 'none', against another user's page on the same origin), so nbgrader's Formgrader tab
+    in JupyterLab, an iframe, stays blank on a hub; nbgrader's documented way is a browser tab of its own.
+    Here nbgrader's menu and iframe plugins are off (labconfig/page_config.json) and an Nbgrader menu made
+    from JupyterLab's settings (lab-settings/overrides.json, the server's app_settings_dir) holds the
+    Assignment List and Formgrader, which JupyterLab's help:open opens in a new browser tab. Formgrader's
+    links to files there reach the instructor's JupyterLab through the hub's 404 page (hub/templates)."""
+    folder = instructor_config_dir(state)
+    for d in (folder, folder / "labconfig", folder / "lab-settings"):
+        d.mkdir(exist_ok=True)
+        d.chmod(0o755)
+    off = {"@jupyter/nbgrader:menu": True, "@jupyter/nbgrader:formgrader": True}
+    write_private(folder / "labconfig" / "page_config.json",
+                  json.dumps({"disabledExtensions": off, "lockedExtensions": off}) + "\n", mode=0o644)
+    write_private(folder / "jupyter_server_config.json", json.dumps(
+        {"LabApp": {"app_settings_dir": str(folder / "lab-settings")}}) + "\n", mode=0o644)
+    menu = {"id": "jp-mainmenu-nbgrader", "label": "Nbgrader", "rank": 1000, "items": [
+        {"command": "nbgrader:open-assignment-list"},
+        {"command": "help:open", "args": {"url": f"/user/{instructor}/formgrader", "text": "Formgrader",
+                                          "newBrowserTab": True}}]}
+    write_private(folder / "lab-settings" / "overrides.json", json.dumps(
+        {"@jupyterlab/mainmenu-extension:plugin": {"menus": [menu]}}, indent=1) + "\n", mode=0o644)
 
 
 def root_worker(state: Path) -> Path:
@@ -380,9 +437,25 @@ def parse(argv: list[str]) -> argparse.Namespace:
                    help="the port the hub listens on ($HUB_PORT; default: 8000)")
     p.add_argument("--ip", default=os.environ.get("HUB_IP", ""),
                    help="the address the hub listens on ($HUB_IP; default: all)")
+    p.add_argument("--ssl-cert", type=Path, default=os.environ.get("HUB_SSL_CERT") or None,
+                   help="your certificate (PEM; with --ssl-key): the hub serves HTTPS ($HUB_SSL_CERT)")
+    p.add_argument("--ssl-key", type=Path, default=os.environ.get("HUB_SSL_KEY") or None,
+                   help="its private key (PEM) ($HUB_SSL_KEY)")
+    p.add_argument("--idle-minutes", type=int, default=os.environ.get("HUB_IDLE_MINUTES") or str(DEFAULT_IDLE_MINUTES),
+                   help="a learner's JupyterLab unused this long is stopped, their work kept "
+                        f"(jupyterhub-idle-culler; $HUB_IDLE_MINUTES; default: {DEFAULT_IDLE_MINUTES}; 0: never)")
     args = p.parse_args(argv)
     if not 0 < args.port < 65536:
         raise BadInput(f"--port {args.port} is not a port number")
+    if args.idle_minutes < 0:
+        raise BadInput(f"--idle-minutes {args.idle_minutes} is below 0 (0: never stop an idle server)")
+    if (args.ssl_cert is None) != (args.ssl_key is None):
+        raise BadInput("--ssl-cert and --ssl-key go together: the certificate and its private key")
+    for option, path in (("--ssl-cert", args.ssl_cert), ("--ssl-key", args.ssl_key)):
+        if path is not None and not path.is_file():
+            raise BadInput(f"{option} {path}: no such file")
+    if args.ssl_cert is not None:
+        args.ssl_cert, args.ssl_key = args.ssl_cert.resolve(), args.ssl_key.resolve()
     return args
 
 
@@ -409,15 +482,19 @@ def main(argv: list[str] | None = None) -> int:
     say(f"the instructor grades with the full sandbox: {allow_full_sandbox(state, accounts.instructor)} lets them run "
         f"{root_worker(state)} as root (course_utils.grader.rootworker)")
     write_shared_config(state, course_id())
+    write_instructor_config(state, accounts.instructor)
     course = make_course(state, accounts, args.roster)
     install_proxy(state)
     make_secrets(state)
     accounts.write(state)
     say(f"instructor (JupyterHub admin): {accounts.instructor}, course directory {course}")
     say(f"learners: {', '.join(learners) or 'none'} (from {args.roster})")
-    say(f"starting JupyterHub on http://{args.ip or '0.0.0.0'}:{args.port}/ (Ctrl-C stops it and every server)")
+    say(f"starting JupyterHub on {'https' if args.ssl_cert else 'http'}://{args.ip or '0.0.0.0'}:{args.port}/ "
+        "(Ctrl-C stops it and every server)")
     os.chdir(state)   # JupyterHub and its proxy write their pid files and logs where they start
-    env = {**os.environ, "HUB_STATE": str(state), "HUB_PORT": str(args.port), "HUB_IP": args.ip}
+    env = {**os.environ, "HUB_STATE": str(state), "HUB_PORT": str(args.port), "HUB_IP": args.ip,
+           "HUB_IDLE_MINUTES": str(args.idle_minutes),
+           "HUB_SSL_CERT": str(args.ssl_cert or ""), "HUB_SSL_KEY": str(args.ssl_key or "")}
     jupyterhub = str(Path(sys.prefix) / "bin" / "jupyterhub")
     os.execve(jupyterhub, [jupyterhub, "-f", str(ROOT / "hub" / "jupyterhub_config.py")], env)
 

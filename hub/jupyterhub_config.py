@@ -7,6 +7,11 @@
 - Every server gets classroom.user_environment: the shared config folder whose nbgrader_config.py
   names the exchange, and for the instructor nbgrader's instructor tools (Formgrader); learners get
   the environment's learner view.
+- The instructor's Nbgrader menu opens Formgrader in a browser tab of its own (a user's server cannot be
+  framed on a hub: classroom.write_instructor_config), and its links to files reach their JupyterLab
+  through the hub's 404 page (hub/templates/404.html).
+- HTTPS from the instructor's certificate and key ($HUB_SSL_CERT, $HUB_SSL_KEY); idle servers stopped by
+  jupyterhub-idle-culler after $HUB_IDLE_MINUTES (course.sh hub passes its options on in these).
 - State (database, cookie secret, proxy token, pid files) in STATE ($HUB_STATE); the port is $HUB_PORT.
 """
 
@@ -30,12 +35,18 @@ def free_local_port() -> int:
         return s.getsockname()[1]
 
 
-c.JupyterHub.bind_url = f"http://{os.environ.get('HUB_IP', '')}:{os.environ.get('HUB_PORT') or classroom.DEFAULT_PORT}"
+cert, key = os.environ.get("HUB_SSL_CERT"), os.environ.get("HUB_SSL_KEY")   # course.sh hub --ssl-cert/--ssl-key
+if cert and key:
+    c.JupyterHub.ssl_cert, c.JupyterHub.ssl_key = cert, key
+scheme = "https" if cert and key else "http"
+c.JupyterHub.bind_url = f"{scheme}://{os.environ.get('HUB_IP', '')}:{os.environ.get('HUB_PORT') or classroom.DEFAULT_PORT}"
 c.JupyterHub.hub_bind_url = f"http://127.0.0.1:{free_local_port()}"
 c.JupyterHub.db_url = f"sqlite:///{state / 'jupyterhub.sqlite'}"
 c.JupyterHub.cookie_secret_file = str(state / "jupyterhub_cookie_secret")
 c.JupyterHub.pid_file = str(state / "jupyterhub.pid")
 c.JupyterHub.cleanup_servers = True   # stopping the hub stops every single-user server
+# the hub's pages, one changed: its 404 sends Formgrader's links to the user's JupyterLab (hub/templates/404.html)
+c.JupyterHub.template_paths = [os.path.join(os.path.dirname(os.path.abspath(__file__)), "templates")]
 
 c.ConfigurableHTTPProxy.command = [str(state / "proxy" / "node_modules" / ".bin" / "configurable-http-proxy")]
 c.ConfigurableHTTPProxy.api_url = f"http://127.0.0.1:{free_local_port()}"
@@ -62,3 +73,13 @@ def per_user(spawner) -> None:
 
 
 c.Spawner.pre_spawn_hook = per_user
+
+# Idle servers stopped (their files stay): JupyterHub's own culler, as a hub-managed service with only the
+# scopes it needs; course.sh hub --idle-minutes (0: none).
+idle_minutes = int(os.environ.get("HUB_IDLE_MINUTES") or classroom.DEFAULT_IDLE_MINUTES)
+if idle_minutes > 0:
+    c.JupyterHub.services = [{"name": "idle-culler", "command": [
+        sys.executable, "-m", "jupyterhub_idle_culler", f"--timeout={idle_minutes * 60}",
+        f"--cull-every={max(10, min(300, idle_minutes * 60 // 4))}"]}]
+    c.JupyterHub.load_roles = [{"name": "idle-culler", "services": ["idle-culler"], "scopes": [
+        "list:users", "read:users:activity", "read:servers", "delete:servers"]}]

@@ -14,8 +14,10 @@ where root works: root must follow none of them.
 The tests that change owners need root (as `bash course.sh hub`), else they are skipped with the reason.
 """
 
+import json
 import os
 import pwd
+import re
 import secrets
 import shutil
 import stat
@@ -230,3 +232,64 @@ def test_check_root_only_names_the_first_file_or_folder_in_the_tree_others_can_c
     with pytest.raises(classroom.BadInput) as e:
         classroom.check_root_only(top, tree=True)
     assert str(e.value).startswith(str(tmp_path / offender) + " "), e.value
+
+
+def test_a_terminal_keeps_the_course_path_and_starts_in_the_servers_folder(tmp_path):
+    """jupyter_server's terminal is a login shell unless told otherwise, and a login shell's /etc/profile
+    drops the course's PATH: the shared config makes it bash with terminal.bashrc, which sets the PATH and
+    goes from the home folder (where the server started) to the server's own (JUPYTER_SERVER_ROOT)."""
+    classroom.write_shared_config(tmp_path, "course")
+    config = json.loads((classroom.shared_config_dir(tmp_path) / "jupyter_server_config.json").read_text())
+    shell = config["ServerApp"]["terminado_settings"]["shell_command"]
+    assert shell == ["/bin/bash", "--rcfile", str(classroom.terminal_rc(tmp_path)), "-i"]
+    home, course = tmp_path / "home", tmp_path / "home" / "course"
+    course.mkdir(parents=True)
+    for start, root, ends_in in ((home, course, course), (course / ".", home, course), (home, tmp_path / "gone", home)):
+        done = subprocess.run(shell, input='echo "at=$PWD path=$PATH"\n', cwd=start, capture_output=True, text=True,
+                              env={"HOME": str(home), "PATH": "/bin", "JUPYTER_SERVER_ROOT": str(root)}, timeout=60)
+        said = dict(part.split("=", 1) for part in done.stdout.split())
+        assert Path(said["at"]).resolve() == ends_in.resolve() and said["path"] == classroom.course_path(), done
+
+
+def hub_config(state: Path, **env: str):
+    """hub/jupyterhub_config.py as JupyterHub loads it, for a class in `state`, with course.sh hub's env."""
+    from traitlets.config.loader import PyFileConfigLoader
+    classroom.Accounts("teacher", ["ada"]).write(state)
+    (state / "proxy_token").write_text("token\n")
+    saved = {k: os.environ.get(k) for k in ("HUB_STATE", *env)}
+    os.environ.update(HUB_STATE=str(state), **env)
+    try:
+        return PyFileConfigLoader("jupyterhub_config.py", path=str(ROOT / "hub")).load_config()
+    finally:
+        for k, v in saved.items():
+            os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
+
+
+def test_https_from_the_instructors_certificate_and_idle_servers_stopped_by_the_hubs_culler(tmp_path):
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    cert.write_text("-"), key.write_text("-")
+    args = classroom.parse(["--ssl-cert", str(cert), "--ssl-key", str(key), "--idle-minutes", "30"])
+    config = hub_config(tmp_path, HUB_SSL_CERT=str(args.ssl_cert), HUB_SSL_KEY=str(args.ssl_key),
+                        HUB_IDLE_MINUTES=str(args.idle_minutes), HUB_PORT="8443")
+    assert config.JupyterHub.ssl_cert == str(cert) and config.JupyterHub.ssl_key == str(key)
+    assert config.JupyterHub.bind_url == "https://:8443"
+    culler, = config.JupyterHub.services
+    assert culler["command"][1:] == ["-m", "jupyterhub_idle_culler", "--timeout=1800", "--cull-every=300"]
+    role, = config.JupyterHub.load_roles
+    assert role["services"] == ["idle-culler"] and "admin:users" not in role["scopes"] and "delete:servers" in role["scopes"]
+    plain = hub_config(tmp_path, HUB_SSL_CERT="", HUB_SSL_KEY="", HUB_IDLE_MINUTES="0", HUB_PORT="8000")
+    assert plain.JupyterHub.bind_url == "http://:8000" and "services" not in plain.JupyterHub
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--ssl-cert", "CERT"], "--ssl-cert and --ssl-key go together"),
+    (["--ssl-key", "KEY"], "--ssl-cert and --ssl-key go together"),
+    (["--ssl-cert", "CERT", "--ssl-key", "missing.pem"], "--ssl-key missing.pem: no such file"),
+    (["--idle-minutes", "-5"], "--idle-minutes -5 is below 0"),
+    (["--idle-minutes", "soon"], "argument --idle-minutes: invalid int value"),
+])
+def test_bad_hub_options_are_one_line_errors(tmp_path, monkeypatch, argv, words):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "CERT").write_text("-")
+    with pytest.raises(classroom.BadInput, match=re.escape(words)):
+        classroom.parse(argv)

@@ -17,10 +17,14 @@ pressed: the learner's own server validates their saved notebook and reports suc
 Teardown stops the hub (and with it every single-user server) and removes the accounts (userdel -r).
 """
 
+import asyncio
+import contextlib
 import json
 import os
 import pwd
+import re
 import secrets
+import shlex
 import shutil
 import signal
 import subprocess
@@ -124,13 +128,39 @@ class Hub:
         assert status == 200 and isinstance(answer, dict) and answer.get("success"), (action, status, answer)
         return answer
 
+    def terminal(self, name: str, command: str, timeout: float = 600) -> tuple[int, str]:
+        """`command` typed into a new JupyterLab terminal of `name`'s server, as its Terminal tab does (the
+        terminals API, then the terminal's websocket): (its exit status, what the terminal showed)."""
+        status, model = self.request(name, "POST", f"/user/{name}/api/terminals", {"cwd": ""})  # the file browser's root
+        assert status == 200, (status, model)
+        mark = secrets.token_hex(6)   # typed split in two, so only the shell's answer holds it whole
+        url = f"ws{self.url[4:]}/user/{name}/terminals/websocket/{model['name']}"
+
+        async def talk() -> tuple[int, str]:
+            from tornado.httpclient import HTTPRequest
+            from tornado.websocket import websocket_connect
+            ws = await websocket_connect(HTTPRequest(url, headers={"Authorization": f"token {self.token(name)}"}))
+            try:
+                await ws.write_message(json.dumps(["stdin", f'{command}; echo "{mark[:6]}""{mark[6:]} $?"\r']))
+                shown = ""
+                while not (found := re.search(mark + r" (\d+)", shown)):
+                    message = await asyncio.wait_for(ws.read_message(), timeout)
+                    assert message is not None, f"the terminal closed:\n{shown[-3000:]}"
+                    kind, *rest = json.loads(message)
+                    shown += rest[0] if kind == "stdout" else ""
+                return int(found.group(1)), shown
+            finally:
+                ws.close()
+        try:
+            return asyncio.run(talk())
+        finally:
+            self.request(name, "DELETE", f"/user/{name}/api/terminals/{model['name']}")
+
     def instructor(self, *args: str) -> str:
-        """`nbgrader ARGS` as the instructor, in their course directory, with their server's environment."""
-        name = self.accounts.instructor
-        done = classroom.as_user(name, ["nbgrader", *args], classroom.course_dir(name),
-                                 classroom.user_environment(self.state, self.accounts, name), timeout=600)
-        assert done.returncode == 0, f"nbgrader {' '.join(args)} as {name}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
-        return done.stdout + done.stderr
+        """`nbgrader ARGS` as the instructor types it in a JupyterLab terminal of their server (README's path)."""
+        code, shown = self.terminal(self.accounts.instructor, shlex.join(["nbgrader", *args]))
+        assert code == 0, f"nbgrader {' '.join(args)} in {self.accounts.instructor}'s terminal exited {code}:\n{shown[-6000:]}"
+        return shown
 
     def log_tail(self, n: int = 40) -> str:
         return "\n".join(self.log.read_text(errors="replace").splitlines()[-n:])
@@ -241,6 +271,8 @@ def semester(hub):
     before and after the instructor's `generate_assignment --force`), the course and who did what."""
     solved_by, untouched_by, wrong_by = hub.accounts.learners
     course = classroom.course_dir(hub.accounts.instructor)
+    hub.start_server(hub.accounts.instructor)   # the instructor works in their JupyterLab's terminal
+    hub.wait_for_server(hub.accounts.instructor)
     hub.instructor("generate_assignment", LESSON, "--force")
     hub.instructor("release_assignment", LESSON, "--force")
     for name in hub.accounts.learners:
@@ -329,6 +361,21 @@ def test_a_learner_reads_neither_another_learners_work_nor_the_instructors_sourc
     assert {str(p): got[str(p)] for p in open_to_all} == {str(p): "ok" for p in open_to_all}
 
 
+def test_a_terminal_on_the_hub_has_the_course_and_the_sandbox_tools_and_starts_in_the_server_folder(semester, hub):
+    """README's commands work as typed in a JupyterLab terminal: nbgrader and python are the course's,
+    util-linux's pivot_root (Debian: /usr/sbin) is found, and the instructor starts in their course."""
+    said = ("printf '%s=%s %s=%s %s=%s %s=%s\\n' cwd \"$PWD\" nbgrader \"$(command -v nbgrader)\" "   # typed: no "cwd="
+            "python \"$(command -v python)\" pivot_root \"$(command -v pivot_root)\"")
+    for name, folder in ((hub.accounts.instructor, classroom.course_dir(hub.accounts.instructor)),
+                         (semester["solved_by"], home(semester["solved_by"]))):
+        code, shown = hub.terminal(name, said)
+        found = re.search(r"cwd=(\S+) nbgrader=(\S+) python=(\S+) pivot_root=(\S+)", shown)
+        assert code == 0 and found, shown[-3000:]
+        bin_ = Path(sys.prefix) / "bin"
+        assert found.groups()[:3] == (str(folder), str(bin_ / "nbgrader"), str(bin_ / "python")), (name, shown[-3000:])
+        assert Path(found.group(4)).name == "pivot_root", shown[-3000:]
+
+
 def test_the_instructor_has_formgrader_on_their_course_and_learners_have_none(semester, hub):
     instructor, learner = hub.accounts.instructor, semester["untouched_by"]
     hub.start_server(instructor)
@@ -337,6 +384,16 @@ def test_the_instructor_has_formgrader_on_their_course_and_learners_have_none(se
     assert status == 200 and LESSON in [a["name"] for a in assignments], (status, assignments)
     status, answer = hub.request(learner, "GET", f"/user/{learner}/formgrader/api/assignments")
     assert status == 404, (status, answer)
+
+
+def test_the_hub_runs_jupyterhubs_idle_culler_as_its_service(hub):
+    """Idle servers are stopped by jupyterhub-idle-culler, which the hub starts and watches (course.sh hub
+    --idle-minutes; the role gives it only the scopes it needs)."""
+    status, service = hub.request(hub.accounts.instructor, "GET", "/hub/api/services/idle-culler")
+    assert status == 200 and service.get("pid"), (status, service)
+    command = Path(f"/proc/{service['pid']}/cmdline").read_bytes().split(b"\0")
+    assert b"jupyterhub_idle_culler" in command and b"--timeout=3600" in command, command
+    assert "idle-culler" in service["roles"], service
 
 
 def test_the_instructor_grades_in_the_full_sandbox_without_being_root(hub):
@@ -355,8 +412,10 @@ def test_the_instructor_grades_in_the_full_sandbox_without_being_root(hub):
     assert others.returncode != 0
 
 
-@pytest.mark.browser
-def test_a_learner_logs_in_sees_the_lesson_and_validates_it(semester, hub):
+@contextlib.contextmanager
+def browser_page(hub, name: str, shot: str):
+    """A headless Chromium page logged in as `name` through the hub's login form, at their JupyterLab; on a
+    failure its screenshot is SHOTS/SHOT-failed.png."""
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
@@ -364,40 +423,75 @@ def test_a_learner_logs_in_sees_the_lesson_and_validates_it(semester, hub):
     exe = find_chromium()
     if exe is None:
         pytest.skip("no Chromium found: `sudo apt-get install chromium`")
-    name = semester["solved_by"]
     passwords = dict(line.split(",", 1) for line in (hub.state / "passwords.csv").read_text().splitlines()[1:])
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=exe, headless=True, args=CHROMIUM_FLAGS)
+        page = browser.new_page(viewport=VIEWPORT)
         try:
-            page = browser.new_page(viewport=VIEWPORT)
             page.goto(f"{hub.url}/hub/login")
             page.fill("#username_input", name)
             page.fill("#password_input", passwords[name])
             page.click("#login_submit")
             page.wait_for_url(f"**/user/{name}/lab**", timeout=120_000)
-            page.locator(".jp-DirListing-content").get_by_text(LESSON, exact=True).first.wait_for(timeout=120_000)
-            # nbgrader's menu holds the Assignment List, and none of the instructor's tools
-            page.locator('.lm-MenuBar-itemLabel:text-is("Nbgrader")').click()
-            items = page.locator(".lm-Menu-itemLabel").all_inner_texts()
-            assert "Assignment List" in items and not {"Formgrader", "Create Assignment"} & set(items), items
-            page.locator('.lm-Menu-itemLabel:text-is("Assignment List")').click()
-            page.locator("#nbgrader-assignment-list").get_by_text(LESSON).first.wait_for(timeout=60_000)
-            page.goto(f"{hub.url}/user/{name}/lab/tree/{LESSON}/{LESSON}.ipynb")
-            validate = page.locator('.jp-NotebookPanel .jp-Toolbar-item:has-text("Validate")').first
-            validate.wait_for(timeout=120_000)
-            SHOTS.mkdir(parents=True, exist_ok=True)
-            page.screenshot(path=SHOTS / "hub-learner.png")
-            # Validate, pressed: nbgrader runs the learner's saved (solved) notebook on their own server
-            validate.locator("jp-button, button").first.click()
-            message = page.locator("#validation-message")
-            message.wait_for(timeout=300_000)
-            kind, text = message.get_attribute("class") or "", message.inner_text()
-            page.screenshot(path=SHOTS / "hub-learner-validate.png")
-            assert "validation-success" in kind and "Success! Your notebook passes all the tests." in text, text[:3000]
+            yield page
         except Exception:
             SHOTS.mkdir(parents=True, exist_ok=True)
-            page.screenshot(path=SHOTS / "hub-learner-failed.png")
-            print(f"at {page.url}; screenshot: {SHOTS / 'hub-learner-failed.png'}")
+            page.screenshot(path=SHOTS / f"{shot}-failed.png")
+            print(f"at {page.url}; screenshot: {SHOTS / f'{shot}-failed.png'}")
             raise
         finally:
             browser.close()
+
+
+def menu_items(page, menu: str) -> list[str]:
+    page.locator(f'.lm-MenuBar-itemLabel:text-is("{menu}")').click()
+    page.locator(".lm-Menu-itemLabel").first.wait_for(timeout=30_000)
+    return page.locator(".lm-Menu-itemLabel").all_inner_texts()
+
+
+@pytest.mark.browser
+def test_a_learner_logs_in_sees_the_lesson_and_validates_it(semester, hub):
+    name = semester["solved_by"]
+    with browser_page(hub, name, "hub-learner") as page:
+        page.locator(".jp-DirListing-content").get_by_text(LESSON, exact=True).first.wait_for(timeout=120_000)
+        # nbgrader's menu holds the Assignment List, and none of the instructor's tools
+        items = menu_items(page, "Nbgrader")
+        assert "Assignment List" in items and not {"Formgrader", "Create Assignment"} & set(items), items
+        page.locator('.lm-Menu-itemLabel:text-is("Assignment List")').click()
+        page.locator("#nbgrader-assignment-list").get_by_text(LESSON).first.wait_for(timeout=60_000)
+        page.goto(f"{hub.url}/user/{name}/lab/tree/{LESSON}/{LESSON}.ipynb")
+        validate = page.locator('.jp-NotebookPanel .jp-Toolbar-item:has-text("Validate")').first
+        validate.wait_for(timeout=120_000)
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=SHOTS / "hub-learner.png")
+        # Validate, pressed: nbgrader runs the learner's saved (solved) notebook on their own server
+        validate.locator("jp-button, button").first.click()
+        message = page.locator("#validation-message")
+        message.wait_for(timeout=300_000)
+        kind, text = message.get_attribute("class") or "", message.inner_text()
+        page.screenshot(path=SHOTS / "hub-learner-validate.png")
+        assert "validation-success" in kind and "Success! Your notebook passes all the tests." in text, text[:3000]
+
+
+@pytest.mark.browser
+def test_the_instructor_opens_formgrader_from_the_menu_and_its_links_reach_their_jupyterlab(semester, hub):
+    """Nbgrader > Formgrader opens Formgrader in a browser tab of its own (framed in JupyterLab, the hub's
+    frame-ancestors 'none' would leave it blank), listing the lesson; the lesson's link there (nbgrader
+    makes it /tree/..., without the user's prefix) opens its folder in the instructor's JupyterLab."""
+    name = hub.accounts.instructor
+    with browser_page(hub, name, "hub-instructor") as page:
+        items = menu_items(page, "Nbgrader")
+        assert "Formgrader" in items and "Assignment List" in items, items
+        with page.context.expect_page() as opened:
+            page.locator('.lm-Menu-itemLabel:text-is("Formgrader")').click()
+        grader = opened.value
+        link = grader.locator(f'a:text-is("{LESSON}")').first   # Manage Assignments: the lesson, linked to its folder
+        link.wait_for(timeout=120_000)
+        assert f"/user/{name}/formgrader" in grader.url, grader.url
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        grader.screenshot(path=SHOTS / "hub-formgrader.png")
+        with grader.context.expect_page() as opened:
+            link.click()
+        lab = opened.value
+        lab.wait_for_url(f"**/user/{name}/lab/tree/**{LESSON}", timeout=120_000)
+        lab.locator(".jp-DirListing-content").get_by_text(f"{LESSON}.ipynb", exact=True).first.wait_for(timeout=120_000)
