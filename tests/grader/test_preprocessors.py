@@ -14,6 +14,7 @@ correct answers of tests/alternates/LESSON.json ride along in them where an exer
 import html
 import json
 import os
+import re
 import subprocess
 import sys
 from xml.etree import ElementTree
@@ -67,15 +68,29 @@ def alternate_rounds(alts: list[dict]) -> list[list[dict]]:
         rounds[k].append(a)
     return rounds
 
-def placed_alternates(rounds: list[list[dict]], alts: list[dict]) -> tuple[list[list[dict]], list[list[dict]]]:
+def exercise_functions(name: str) -> dict[str, str]:
+    """{solution cell's grade id: the function it defines} of a lesson (the first `def` of each answer cell)."""
+    found = {}
+    for c in nbformat.read(nbgrader_cli.notebook_path(ROOT, "solutions", name), 4).cells:
+        meta = c.metadata.get("nbgrader", {})
+        if c.cell_type == "code" and meta.get("solution") and (m := re.search(r"^def (\w+)", c.source, re.M)):
+            found[meta["grade_id"]] = m.group(1)
+    return found
+
+
+def placed_alternates(rounds: list[list[dict]], alts: list[dict], functions: dict[str, str]) -> \
+        tuple[list[list[dict]], list[list[dict]]]:
     """Second correct answers placed in the mutant rounds, so that they cost no submission of their own:
-    each goes to the first round in which no wrong answer and no other second answer changes its
-    exercise (its full marks there also show the round's mistakes cost only their own points). Returns
-    (the alternates of each round, the rounds of those that found no place: alternate_rounds)."""
+    each goes to the first round that changes neither its exercise nor any exercise whose function it
+    calls (`functions`: grade id -> function name; a second answer may build on the learner's earlier
+    exercise), by a wrong answer or another second answer; its full marks there also show the round's
+    mistakes cost only their own points. Returns (the alternates of each round, the rounds of those that
+    found no place: alternate_rounds)."""
     placed: list[list[dict]] = [[] for _ in rounds]
     rest = []
     for a in alts:
-        k = next((i for i, group in enumerate(rounds) if all(x["cell"] != a["cell"] for x in group + placed[i])), None)
+        needs = {a["cell"]} | {gid for gid, fn in functions.items() if re.search(rf"\b{fn}\s*\(", a["source"])}
+        k = next((i for i, group in enumerate(rounds) if not needs & {x["cell"] for x in group + placed[i]}), None)
         (rest if k is None else placed[k]).append(a)
     return placed, alternate_rounds(rest)
 
@@ -126,7 +141,7 @@ def two_at_a_time(work, names: list[str]) -> list:
 def submissions(name: str) -> int:
     """How many submissions grade_lesson makes for a lesson: its share of the grading work."""
     rounds = nbgrader_cli.mutant_rounds(MUTANTS[name])
-    return 2 + len(rounds) + len(placed_alternates(rounds, ALTERNATES[name])[1])
+    return 2 + len(rounds) + len(placed_alternates(rounds, ALTERNATES[name], exercise_functions(name))[1])
 
 
 @pytest.fixture(scope="module")
@@ -176,7 +191,7 @@ def grade_lesson(where, name) -> Graded:
     nbgrader_cli.submit(where, "solved", name, solved)
     nbgrader_cli.submit(where, "untouched", name, nbgrader_cli.untouched(where, name))
     rounds = nbgrader_cli.mutant_rounds(MUTANTS[name])
-    placed, own = placed_alternates(rounds, ALTERNATES[name])
+    placed, own = placed_alternates(rounds, ALTERNATES[name], exercise_functions(name))
     alternates = {}
     for student, group, alts in [*((f"mutants{r}", g, placed[r]) for r, g in enumerate(rounds)),
                                  *((f"alternate{k}", [], g) for k, g in enumerate(own))]:
