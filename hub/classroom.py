@@ -234,7 +234,7 @@ def write_shared_config(state: Path, course: str) -> None:
         "# Made by `bash course.sh hub` (hub/classroom.py): every JupyterLab terminal on the hub runs it first.\n"
         "[ -f /etc/bash.bashrc ] && . /etc/bash.bashrc\n"
         '[ -f "$HOME/.bashrc" ] && . "$HOME/.bashrc"\n'
-        f'export PATH="{course_path()}"   # nbgrader and the course\'s python; the sandbox\'s tools in /usr/sbin\n'
+        f'export PATH={shlex.quote(course_path())}:"$PATH"   # first: nbgrader, the course\'s python, /usr/sbin\n'
         '[ "$PWD" = "$HOME" ] && [ -d "$JUPYTER_SERVER_ROOT" ] && cd "$JUPYTER_SERVER_ROOT"\n'), mode=0o644)
     write_private(config / "jupyter_server_config.json", json.dumps({"ServerApp": {"terminado_settings": {
         "shell_command": ["/bin/bash", "--rcfile", str(terminal_rc(state)), "-i"]}}}, indent=1) + "\n", mode=0o644)
@@ -247,32 +247,31 @@ def write_shared_config(state: Path, course: str) -> None:
 
 def instructor_config_dir(state: Path) -> Path:
     """The hub instructor's first config folder (user_environment; write_instructor_config)."""
-    return state / "jupyter-instructor"
+    return state / "instructor-jupyter"
 
 
 def write_instructor_config(state: Path, instructor: str) -> None:
-    """STATE/jupyter-instructor, read first by the instructor's server: Formgrader opens from the Nbgrader
+    """STATE/instructor-jupyter, read first by the instructor's server: Formgrader opens from the Nbgrader
     menu in a browser tab of its own. JupyterHub forbids framing a user's server (Content-Security-Policy
     frame-ancestors 'none', against another user's page on the same origin), so nbgrader's Formgrader tab
     in JupyterLab, an iframe, stays blank on a hub; nbgrader's documented way is a browser tab of its own.
     Here nbgrader's menu and iframe plugins are off (labconfig/page_config.json) and an Nbgrader menu made
-    from JupyterLab's settings (lab-settings/overrides.json, the server's app_settings_dir) holds the
-    Assignment List and Formgrader, which JupyterLab's help:open opens in a new browser tab. Formgrader's
-    links to files there reach the instructor's JupyterLab through the hub's 404 page (hub/templates)."""
+    from JupyterLab's settings (labconfig/default_setting_overrides.json: defaults, which the instructor's
+    own menu settings, if they save any, replace) holds the Assignment List and Formgrader, which
+    JupyterLab's help:open opens in a new browser tab. Formgrader's links to files there reach the
+    instructor's JupyterLab through the hub's 404 page (hub/templates)."""
     folder = instructor_config_dir(state)
-    for d in (folder, folder / "labconfig", folder / "lab-settings"):
+    for d in (folder, folder / "labconfig"):
         d.mkdir(exist_ok=True)
         d.chmod(0o755)
     off = {"@jupyter/nbgrader:menu": True, "@jupyter/nbgrader:formgrader": True}
     write_private(folder / "labconfig" / "page_config.json",
                   json.dumps({"disabledExtensions": off, "lockedExtensions": off}) + "\n", mode=0o644)
-    write_private(folder / "jupyter_server_config.json", json.dumps(
-        {"LabApp": {"app_settings_dir": str(folder / "lab-settings")}}) + "\n", mode=0o644)
     menu = {"id": "jp-mainmenu-nbgrader", "label": "Nbgrader", "rank": 1000, "items": [
         {"command": "nbgrader:open-assignment-list"},
         {"command": "help:open", "args": {"url": f"/user/{instructor}/formgrader", "text": "Formgrader",
                                           "newBrowserTab": True}}]}
-    write_private(folder / "lab-settings" / "overrides.json", json.dumps(
+    write_private(folder / "labconfig" / "default_setting_overrides.json", json.dumps(
         {"@jupyterlab/mainmenu-extension:plugin": {"menus": [menu]}}, indent=1) + "\n", mode=0o644)
 
 

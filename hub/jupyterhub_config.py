@@ -74,12 +74,14 @@ def per_user(spawner) -> None:
 
 c.Spawner.pre_spawn_hook = per_user
 
-# Idle servers stopped (their files stay): JupyterHub's own culler, as a hub-managed service with only the
-# scopes it needs; course.sh hub --idle-minutes (0: none).
+# Learners' idle servers stopped (their files stay): JupyterHub's own culler, as a hub-managed service run as
+# nobody, whose role reaches the group of learners only (never the instructor's server, which may be grading in
+# a terminal nobody watches); course.sh hub --idle-minutes (0: none).
 idle_minutes = int(os.environ.get("HUB_IDLE_MINUTES") or classroom.DEFAULT_IDLE_MINUTES)
 if idle_minutes > 0:
-    c.JupyterHub.services = [{"name": "idle-culler", "command": [
+    c.JupyterHub.load_groups = {"learners": {"users": list(accounts.learners)}}
+    c.JupyterHub.services = [{"name": "idle-culler", "user": "nobody", "cwd": "/", "command": [
         sys.executable, "-m", "jupyterhub_idle_culler", f"--timeout={idle_minutes * 60}",
         f"--cull-every={max(10, min(300, idle_minutes * 60 // 4))}"]}]
     c.JupyterHub.load_roles = [{"name": "idle-culler", "services": ["idle-culler"], "scopes": [
-        "list:users", "read:users:activity", "read:servers", "delete:servers"]}]
+        f"{scope}!group=learners" for scope in ("list:users", "read:users:activity", "read:servers", "delete:servers")]}]

@@ -8,7 +8,8 @@ For one submission of a lesson:
 2. A sandboxed worker (course_utils.grader.worker) runs the lesson with those answers, cell by cell, each
    cell under a time limit. Test cells arrive with their EXPECTED block cut out, so grade() there
    only sends back what the learner's code returned, as plain data (course_utils.judging).
-3. A reference worker, which ran the instructor's notebook once, judges that data with the test
+3. A reference worker, which ran the instructor's notebook (once per lesson, shared by the gradings of
+   a process: reference_for), judges that data with the test
    cell's judge against its own expect(): the comparison never runs where the learner's code runs.
    Grading as root, the judge also gets the test cell's peak memory as the kernel measured it
    (course_utils.grader.peakmemory), against the reference's on the same probe.
@@ -344,6 +345,7 @@ class _Shared:
 
 _references: dict[tuple, _Shared] = {}
 _references_lock = threading.Lock()
+_atexit_registered: list[bool] = []   # _close_references, registered once per process
 
 
 @contextlib.contextmanager
@@ -356,8 +358,9 @@ def reference_for(path: Path, limits: Limits):
     key = (str(path), path.stat().st_mtime_ns)
     with _references_lock:
         if key not in _references:
-            if not _references:
+            if not _atexit_registered:
                 atexit.register(_close_references)
+                _atexit_registered.append(True)
             _references[key] = _Shared(Reference(load_lesson(path), limits))
         shared = _references[key]
         shared.users += 1
@@ -376,11 +379,13 @@ def reference_for(path: Path, limits: Limits):
 
 
 def _close_idle(key: tuple, shared: _Shared) -> None:
+    """Close an idle reference, under the lock: a grading that starts meanwhile waits and then starts a new
+    one, and the process's exit (_close_references) waits for it rather than leave a worker behind."""
     with _references_lock:
         if shared.users or _references.get(key) is not shared:
             return
         del _references[key]
-    shared.reference.close()
+        shared.reference.close()
 
 
 def _close_references() -> None:

@@ -25,11 +25,13 @@ def cell(source, i=0):
 def fresh_isolation():
     """isolation() asked anew (it is cached per process), and asked anew again after the test."""
     capabilities.isolation.cache_clear()
+    capabilities._why_none.clear()
     yield
     capabilities.isolation.cache_clear()
+    capabilities._why_none.clear()
 
 
-@pytest.mark.skipif(any(shutil.which(t) is None for t in ("unshare", "setpriv", "pivot_root")),
+@pytest.mark.skipif(any(shutil.which(t, path=sandbox.tool_path()) is None for t in sandbox.TOOLS),
                     reason="needs util-linux's unshare, setpriv and pivot_root")
 def test_a_sandbox_set_up_that_never_finishes_stops_grading(monkeypatch, fresh_isolation):
     """A busy machine that cannot build the probe sandbox in time never lowers the protection."""

@@ -68,28 +68,29 @@ def alternate_rounds(alts: list[dict]) -> list[list[dict]]:
         rounds[k].append(a)
     return rounds
 
-def exercise_functions(name: str) -> dict[str, str]:
-    """{solution cell's grade id: the function it defines} of a lesson (the first `def` of each answer cell)."""
+def exercise_functions(name: str) -> dict[str, set[str]]:
+    """{solution cell's grade id: the functions it defines} of a lesson."""
     found = {}
     for c in nbformat.read(nbgrader_cli.notebook_path(ROOT, "solutions", name), 4).cells:
         meta = c.metadata.get("nbgrader", {})
-        if c.cell_type == "code" and meta.get("solution") and (m := re.search(r"^def (\w+)", c.source, re.M)):
-            found[meta["grade_id"]] = m.group(1)
+        if c.cell_type == "code" and meta.get("solution"):
+            found[meta["grade_id"]] = set(re.findall(r"^def (\w+)", c.source, re.M))
     return found
 
 
-def placed_alternates(rounds: list[list[dict]], alts: list[dict], functions: dict[str, str]) -> \
+def placed_alternates(rounds: list[list[dict]], alts: list[dict], functions: dict[str, set[str]]) -> \
         tuple[list[list[dict]], list[list[dict]]]:
     """Second correct answers placed in the mutant rounds, so that they cost no submission of their own:
     each goes to the first round that changes neither its exercise nor any exercise whose function it
-    calls (`functions`: grade id -> function name; a second answer may build on the learner's earlier
-    exercise), by a wrong answer or another second answer; its full marks there also show the round's
+    names (`functions`: grade id -> the functions it defines; a second answer may build on the learner's
+    earlier exercise, called or passed by name), by a wrong answer or another second answer; its full marks there also show the round's
     mistakes cost only their own points. Returns (the alternates of each round, the rounds of those that
     found no place: alternate_rounds)."""
     placed: list[list[dict]] = [[] for _ in rounds]
     rest = []
     for a in alts:
-        needs = {a["cell"]} | {gid for gid, fn in functions.items() if re.search(rf"\b{fn}\s*\(", a["source"])}
+        needs = {a["cell"]} | {gid for gid, names in functions.items() if any(re.search(rf"\b{fn}\b", a["source"])
+                                                                         for fn in names)}
         k = next((i for i, group in enumerate(rounds) if not needs & {x["cell"] for x in group + placed[i]}), None)
         (rest if k is None else placed[k]).append(a)
     return placed, alternate_rounds(rest)

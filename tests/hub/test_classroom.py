@@ -236,8 +236,9 @@ def test_check_root_only_names_the_first_file_or_folder_in_the_tree_others_can_c
 
 def test_a_terminal_keeps_the_course_path_and_starts_in_the_servers_folder(tmp_path):
     """jupyter_server's terminal is a login shell unless told otherwise, and a login shell's /etc/profile
-    drops the course's PATH: the shared config makes it bash with terminal.bashrc, which sets the PATH and
-    goes from the home folder (where the server started) to the server's own (JUPYTER_SERVER_ROOT)."""
+    drops the course's PATH: the shared config makes it bash with terminal.bashrc, which puts the course's
+    PATH first (the user's own after it) and goes from the home folder (where the server started) to the
+    server's own (JUPYTER_SERVER_ROOT)."""
     classroom.write_shared_config(tmp_path, "course")
     config = json.loads((classroom.shared_config_dir(tmp_path) / "jupyter_server_config.json").read_text())
     shell = config["ServerApp"]["terminado_settings"]["shell_command"]
@@ -248,7 +249,7 @@ def test_a_terminal_keeps_the_course_path_and_starts_in_the_servers_folder(tmp_p
         done = subprocess.run(shell, input='echo "at=$PWD path=$PATH"\n', cwd=start, capture_output=True, text=True,
                               env={"HOME": str(home), "PATH": "/bin", "JUPYTER_SERVER_ROOT": str(root)}, timeout=60)
         said = dict(part.split("=", 1) for part in done.stdout.split())
-        assert Path(said["at"]).resolve() == ends_in.resolve() and said["path"] == classroom.course_path(), done
+        assert Path(said["at"]).resolve() == ends_in.resolve() and said["path"] == f"{classroom.course_path()}:/bin", done
 
 
 def hub_config(state: Path, **env: str):
@@ -275,8 +276,12 @@ def test_https_from_the_instructors_certificate_and_idle_servers_stopped_by_the_
     assert config.JupyterHub.bind_url == "https://:8443"
     culler, = config.JupyterHub.services
     assert culler["command"][1:] == ["-m", "jupyterhub_idle_culler", "--timeout=1800", "--cull-every=300"]
+    assert culler["user"] == "nobody", "not root"
     role, = config.JupyterHub.load_roles
-    assert role["services"] == ["idle-culler"] and "admin:users" not in role["scopes"] and "delete:servers" in role["scopes"]
+    assert role["services"] == ["idle-culler"] and sorted(role["scopes"]) == [
+        "delete:servers!group=learners", "list:users!group=learners", "read:servers!group=learners",
+        "read:users:activity!group=learners"], "learners' servers only: never the instructor's"
+    assert config.JupyterHub.load_groups == {"learners": {"users": ["ada"]}}
     plain = hub_config(tmp_path, HUB_SSL_CERT="", HUB_SSL_KEY="", HUB_IDLE_MINUTES="0", HUB_PORT="8000")
     assert plain.JupyterHub.bind_url == "http://:8000" and "services" not in plain.JupyterHub
 

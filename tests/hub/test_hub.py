@@ -387,13 +387,18 @@ def test_the_instructor_has_formgrader_on_their_course_and_learners_have_none(se
 
 
 def test_the_hub_runs_jupyterhubs_idle_culler_as_its_service(hub):
-    """Idle servers are stopped by jupyterhub-idle-culler, which the hub starts and watches (course.sh hub
-    --idle-minutes; the role gives it only the scopes it needs)."""
+    """Learners' idle servers are stopped by jupyterhub-idle-culler, which the hub starts (as nobody) and
+    watches (course.sh hub --idle-minutes; its role reaches the group of learners only)."""
     status, service = hub.request(hub.accounts.instructor, "GET", "/hub/api/services/idle-culler")
     assert status == 200 and service.get("pid"), (status, service)
     command = Path(f"/proc/{service['pid']}/cmdline").read_bytes().split(b"\0")
     assert b"jupyterhub_idle_culler" in command and b"--timeout=3600" in command, command
+    assert Path(f"/proc/{service['pid']}").stat().st_uid == pwd.getpwnam("nobody").pw_uid, "run as nobody, not root"
     assert "idle-culler" in service["roles"], service
+    # it has looked at the users once at its start, allowed to (its scopes: the group of learners only)
+    asked = [line for line in hub.log.read_text(errors="replace").splitlines() if "(idle-culler@" in line]
+    assert any(re.search(r"\b200 GET /hub/api/users", line) for line in asked), hub.log_tail()
+    assert not any(re.search(r"\b40[13] ", line) for line in asked), asked
 
 
 def test_the_instructor_grades_in_the_full_sandbox_without_being_root(hub):
