@@ -3,6 +3,7 @@ tests' command-line options (tests/browser); `notebook_function`, functions defi
 defines them (for course_utils.parallel, whose workers get such functions by their source)."""
 
 import linecache
+from collections import defaultdict
 
 import pytest
 import torch
@@ -15,6 +16,21 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "cuda" in item.keywords:
             item.add_marker(skip)
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Each test file's share of the run (set-up, call and tear-down of its tests), the largest first:
+    where the suite's 30-minute budget goes, in CI's log beside --durations."""
+    seconds = defaultdict(float)
+    for reports in terminalreporter.stats.values():
+        for report in reports:
+            if hasattr(report, "duration") and hasattr(report, "nodeid"):
+                seconds[report.nodeid.split("::")[0]] += report.duration
+    if not seconds:
+        return
+    terminalreporter.write_sep("=", f"time per test file (of {sum(seconds.values()):.0f} s)")
+    for path, total in sorted(seconds.items(), key=lambda kv: -kv[1])[:25]:
+        terminalreporter.write_line(f"{total:8.1f}s  {path}")
 
 
 def pytest_addoption(parser):

@@ -67,17 +67,23 @@ def nbgrader(*args: str, cwd: Path, timeout: float = HANG_SECONDS, work: str = "
     return proc
 
 
-def notebook_seconds(course: Path) -> float:
-    """The grader's limit for one submission (c.HardenedExecute.notebook_seconds in the course's
-    nbgrader_config.py, else its default): what it stops a submission at, by the submission's own time."""
+def limits(course: Path):
+    """The grader's limits as the course's nbgrader_config.py sets them for `nbgrader autograde`
+    (c.HardenedExecute.*, else their defaults): a course_utils.grader.worker.Limits."""
+    from traitlets.config import Config
     from traitlets.config.loader import ConfigFileNotFound, PyFileConfigLoader
 
     from course_utils.grader.preprocessors import HardenedExecute
     try:
         config = PyFileConfigLoader("nbgrader_config.py", path=str(course)).load_config()
     except ConfigFileNotFound:
-        return HardenedExecute.notebook_seconds.default_value
-    return float(HardenedExecute(config=config).notebook_seconds)
+        config = Config()
+    return HardenedExecute(config=config).limits()
+
+
+def notebook_seconds(course: Path) -> float:
+    """The grader's limit for one submission: what it stops a submission at, by the submission's own time."""
+    return float(limits(course).notebook_seconds)
 
 
 def scratch_course(root: Path, dest: Path, names: list[str] | None = None) -> Path:

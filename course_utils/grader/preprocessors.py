@@ -126,11 +126,14 @@ class HardenedExecute(NbGraderPreprocessor):
                    help="'required': stop where the learner's code would run without the sandbox's namespaces; "
                         "'optional': grade there with resource limits only").tag(config=True)
 
+    def limits(self) -> Limits:
+        return Limits(cell_seconds=self.cell_seconds, notebook_seconds=self.notebook_seconds,
+                      memory_bytes=self.memory_bytes, sandbox=self.sandbox)
+
     def preprocess(self, nb, resources):
         from nbgrader.coursedir import CourseDirectory
 
-        limits = Limits(cell_seconds=self.cell_seconds, notebook_seconds=self.notebook_seconds,
-                        memory_bytes=self.memory_bytes, sandbox=self.sandbox)
+        limits = self.limits()
         warning = check_sandbox(limits)   # raises SandboxUnavailable: fails closed
         coursedir = CourseDirectory(config=self.config)
         info = resources["nbgrader"]
