@@ -173,6 +173,8 @@ def test_validate_an_untouched_notebook_names_the_failing_exercises(lanes, valid
     kind, text, height = press_validate(lanes[0], f"notebooks/{name}/{name}.ipynb", f"{name}-validate-unsolved.png")
     assert "validation-failed" in kind, f"Validate on the untouched {name} did not fail:\n{text[:3000]}"
     assert "Exercise not attempted yet" in text
+    # a written answer that still holds the stub is flagged (its words are judged by hand, not here)
+    assert "You did not provide a response" in text, f"Validate did not flag the unanswered written answer:\n{text[:3000]}"
     unnamed = {gid: names for gid, names in exercises(name).items() if not any(n in text for n in names)}
     assert not unnamed, f"Validate's report on the untouched {name} does not name the exercises {unnamed}:\n{text[:2000]}"
     # readable at a glance: each failing exercise takes less than a laptop screen (it took about 750 px
