@@ -73,25 +73,28 @@ ensure_venv() {
 # JUPYTER_CONFIG_PATH.
 INSTRUCTOR_PLUGINS=(@jupyter/nbgrader:create-assignment @jupyter/nbgrader:formgrader
                     @jupyter/nbgrader:course-list @jupyter/nbgrader:menu)
-INSTRUCTOR_SERVER_EXTENSION=nbgrader.server_extensions.formgrader
+# The instructor's server extensions: Formgrader, and the course's "autograde a whole lesson" page
+# (course_utils/grader/autograde_lesson.py) beside it.
+INSTRUCTOR_SERVER_EXTENSIONS=(nbgrader.server_extensions.formgrader course_utils.grader.autograde_lesson)
 QUIET_PLUGINS=(@jupyterlab/apputils-extension:announcements)
 INSTRUCTOR_CONFIG="$VENV/etc/jupyter-instructor"
 
 ensure_learner_view() {
   local want have
-  want=$(printf '%s\n' "${INSTRUCTOR_PLUGINS[@]}" "$INSTRUCTOR_SERVER_EXTENSION" "${QUIET_PLUGINS[@]}" | sha256sum | cut -d' ' -f1)
+  want=$(printf '%s\n' "${INSTRUCTOR_PLUGINS[@]}" "${INSTRUCTOR_SERVER_EXTENSIONS[@]}" "${QUIET_PLUGINS[@]}" | sha256sum | cut -d' ' -f1)
   have=$(cat "$VENV/.learner-view" 2>/dev/null || true)
   [ "$want" = "$have" ] && [ -f "$VENV/etc/jupyter/labconfig/page_config.json" ] && return 0
   say "hiding nbgrader's instructor tools and JupyterLab's news prompt from learners"
   # Locked too, so that JupyterLab's plugin manager does not offer to enable them again.
   jupyter labextension disable --level=sys_prefix "${INSTRUCTOR_PLUGINS[@]}" "${QUIET_PLUGINS[@]}" 2>/dev/null
   jupyter labextension lock --level=sys_prefix "${INSTRUCTOR_PLUGINS[@]}" "${QUIET_PLUGINS[@]}" 2>/dev/null
-  jupyter server extension disable --sys-prefix "$INSTRUCTOR_SERVER_EXTENSION" >/dev/null 2>&1
+  jupyter server extension disable --sys-prefix "${INSTRUCTOR_SERVER_EXTENSIONS[0]}" >/dev/null 2>&1
   local plugins; plugins=$(printf '"%s": false, ' "${INSTRUCTOR_PLUGINS[@]}" | sed 's/, $//')
   mkdir -p "$INSTRUCTOR_CONFIG/labconfig"
   printf '{"disabledExtensions": {%s}, "lockedExtensions": {%s}}\n' "$plugins" "$plugins" \
     > "$INSTRUCTOR_CONFIG/labconfig/page_config.json"
-  printf '{"ServerApp": {"jpserver_extensions": {"%s": true}}}\n' "$INSTRUCTOR_SERVER_EXTENSION" \
+  local extensions; extensions=$(printf '"%s": true, ' "${INSTRUCTOR_SERVER_EXTENSIONS[@]}" | sed 's/, $//')
+  printf '{"ServerApp": {"jpserver_extensions": {%s}}}\n' "$extensions" \
     > "$INSTRUCTOR_CONFIG/jupyter_server_config.json"
   echo "$want" > "$VENV/.learner-view"
 }

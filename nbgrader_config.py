@@ -95,3 +95,7 @@ validate_like_grading(c)   # the grader's limit per cell: Validate stops a cell 
 # Huge outputs (a print in a loop) are cut, so feedback stays readable.
 c.LimitOutput.max_lines = 200
 c.LimitOutput.max_traceback = 60
+# Formgrader's Manage Assignments page would dump this configuration (its debug view, on by default); the
+# preprocessors and SafeMarkdown above are classes, so it logs "Formgrader config is not serializable"
+# each time instead. The configuration is here, in this file.
+c.FormgradeExtension.debug = False

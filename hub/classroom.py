@@ -197,6 +197,9 @@ def make_exchange(state: Path, instructor: str, course: str) -> None:
             os.close(fd)
 
 
+COURSE_LIST = "@jupyter/nbgrader:course-list"   # its server side is off on the hub (write_shared_config)
+
+
 def write_shared_config(state: Path, course: str) -> None:
     """STATE/jupyter, every user's first config folder but the instructor's (user_environment):
     nbgrader_config.py names the exchange and the course, sets Validate as grading runs and shows
@@ -236,13 +239,16 @@ def write_shared_config(state: Path, course: str) -> None:
         '[ -f "$HOME/.bashrc" ] && . "$HOME/.bashrc"\n'
         f'export PATH={shlex.quote(course_path())}:"$PATH"   # first: nbgrader, the course\'s python, /usr/sbin\n'
         '[ "$PWD" = "$HOME" ] && [ -d "$JUPYTER_SERVER_ROOT" ] && cd "$JUPYTER_SERVER_ROOT"\n'), mode=0o644)
-    write_private(config / "jupyter_server_config.json", json.dumps({"ServerApp": {"terminado_settings": {
-        "shell_command": ["/bin/bash", "--rcfile", str(terminal_rc(state)), "-i"]}}}, indent=1) + "\n", mode=0o644)
+    # nbgrader's course list looks for a Formgrader service at /services/COURSE on a hub, which this hub has
+    # not (the instructor's Formgrader is in their own server), and logs an error each time: off for everyone.
+    write_private(config / "jupyter_server_config.json", json.dumps({"ServerApp": {
+        "terminado_settings": {"shell_command": ["/bin/bash", "--rcfile", str(terminal_rc(state)), "-i"]},
+        "jpserver_extensions": {"nbgrader.server_extensions.course_list": False}}}, indent=1) + "\n", mode=0o644)
     (config / "labconfig").mkdir(exist_ok=True)
     (config / "labconfig").chmod(0o755)
-    menu = {"@jupyter/nbgrader:menu": False}
+    plugins = {"@jupyter/nbgrader:menu": False, COURSE_LIST: True}
     write_private(config / "labconfig" / "page_config.json",
-                  json.dumps({"disabledExtensions": menu, "lockedExtensions": menu}) + "\n", mode=0o644)
+                  json.dumps({"disabledExtensions": plugins, "lockedExtensions": plugins}) + "\n", mode=0o644)
 
 
 def instructor_config_dir(state: Path) -> Path:
@@ -257,19 +263,22 @@ def write_instructor_config(state: Path, instructor: str) -> None:
     in JupyterLab, an iframe, stays blank on a hub; nbgrader's documented way is a browser tab of its own.
     Here nbgrader's menu and iframe plugins are off (labconfig/page_config.json) and an Nbgrader menu made
     from JupyterLab's settings (labconfig/default_setting_overrides.json: defaults, which the instructor's
-    own menu settings, if they save any, replace) holds the Assignment List and Formgrader, which
-    JupyterLab's help:open opens in a new browser tab. Formgrader's links to files there reach the
+    own menu settings, if they save any, replace) holds the Assignment List, Formgrader and Autograde a lesson
+    (course_utils.grader.autograde_lesson: every submission of a lesson in one press), which JupyterLab's
+    help:open opens in a new browser tab. Formgrader's links to files there reach the
     instructor's JupyterLab through the hub's 404 page (hub/templates)."""
     folder = instructor_config_dir(state)
     for d in (folder, folder / "labconfig"):
         d.mkdir(exist_ok=True)
         d.chmod(0o755)
-    off = {"@jupyter/nbgrader:menu": True, "@jupyter/nbgrader:formgrader": True}
+    off = {"@jupyter/nbgrader:menu": True, "@jupyter/nbgrader:formgrader": True, COURSE_LIST: True}
     write_private(folder / "labconfig" / "page_config.json",
                   json.dumps({"disabledExtensions": off, "lockedExtensions": off}) + "\n", mode=0o644)
     menu = {"id": "jp-mainmenu-nbgrader", "label": "Nbgrader", "rank": 1000, "items": [
         {"command": "nbgrader:open-assignment-list"},
         {"command": "help:open", "args": {"url": f"/user/{instructor}/formgrader", "text": "Formgrader",
+                                          "newBrowserTab": True}},
+        {"command": "help:open", "args": {"url": f"/user/{instructor}/course/autograde", "text": "Autograde a lesson",
                                           "newBrowserTab": True}}]}
     write_private(folder / "labconfig" / "default_setting_overrides.json", json.dumps(
         {"@jupyterlab/mainmenu-extension:plugin": {"menus": [menu]}}, indent=1) + "\n", mode=0o644)

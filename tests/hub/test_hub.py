@@ -339,6 +339,34 @@ def test_regenerating_the_release_with_force_leaves_the_learners_work_alone(seme
         assert semester["after"][name] == semester["work"][name], name
 
 
+def test_a_hand_score_in_formgrader_reaches_the_lms_file_made_in_the_instructors_terminal(semester, hub):
+    """README's last steps on the hub: a written answer scored by hand in Formgrader (its API, as its Submit
+    button calls it), then `nbgrader export` and the LMS file in the instructor's terminal, from the roster
+    that course.sh hub keeps in the course: the solved learner has every autograded point plus the hand score."""
+    import csv
+    instructor, solved_by = hub.accounts.instructor, semester["solved_by"]
+    fg = f"/user/{instructor}/formgrader/api"
+    status, notebooks = hub.request(instructor, "GET", f"{fg}/submitted_notebooks/{LESSON}/{LESSON}")
+    assert status == 200, (status, notebooks)
+    submission = next(n["id"] for n in notebooks if n["student"] == solved_by)
+    status, grades = hub.request(instructor, "GET", f"{fg}/grades?submission_id={submission}")
+    written = [g for g in grades if g["needs_manual_grade"]]
+    assert status == 200 and written, (status, grades)
+    status, graded = hub.request(instructor, "PUT", f"{fg}/grade/{written[0]['id']}", {"manual_score": 1.5})
+    assert status == 200 and graded["manual_score"] == 1.5, (status, graded)
+    hub.instructor("export")
+    code, shown = hub.terminal(instructor, "python -m course_utils.grader.classgrades lms --roster roster.csv "
+                                           "--out moodle.csv grades.csv")
+    assert code == 0, shown[-3000:]
+    with open(semester["course"] / "moodle.csv", newline="") as f:
+        rows = {r["ID number"]: r for r in csv.DictReader(f)}
+    assert set(rows) == set(hub.accounts.learners), rows
+    full = sum(semester["autograded"].values())
+    column = next(c for c in rows[solved_by] if c.startswith(f"{LESSON} ("))   # "LESSON (N points)"
+    assert float(rows[solved_by][column]) == pytest.approx(full + 1.5), rows[solved_by]
+    assert float(rows[semester["untouched_by"]][column]) == 0, rows
+
+
 def test_a_learner_reads_neither_another_learners_work_nor_the_instructors_sources(semester, hub):
     solved_by, snoop = semester["solved_by"], semester["untouched_by"]
     course = semester["course"]
@@ -384,6 +412,10 @@ def test_the_instructor_has_formgrader_on_their_course_and_learners_have_none(se
     assert status == 200 and LESSON in [a["name"] for a in assignments], (status, assignments)
     status, answer = hub.request(learner, "GET", f"/user/{learner}/formgrader/api/assignments")
     assert status == 404, (status, answer)
+    status, page = hub.request(instructor, "GET", f"/user/{instructor}/course/autograde")   # Nbgrader > Autograde a lesson
+    assert status == 200 and LESSON in page, (status, str(page)[:500])
+    status, answer = hub.request(learner, "GET", f"/user/{learner}/course/autograde")
+    assert status == 404, (status, str(answer)[:500])
 
 
 def test_the_hub_runs_jupyterhubs_idle_culler_as_its_service(hub):
@@ -486,7 +518,7 @@ def test_the_instructor_opens_formgrader_from_the_menu_and_its_links_reach_their
     name = hub.accounts.instructor
     with browser_page(hub, name, "hub-instructor") as page:
         items = menu_items(page, "Nbgrader")
-        assert "Formgrader" in items and "Assignment List" in items, items
+        assert {"Formgrader", "Assignment List", "Autograde a lesson"} <= set(items), items
         with page.context.expect_page() as opened:
             page.locator('.lm-Menu-itemLabel:text-is("Formgrader")').click()
         grader = opened.value
@@ -500,3 +532,24 @@ def test_the_instructor_opens_formgrader_from_the_menu_and_its_links_reach_their
         lab = opened.value
         lab.wait_for_url(f"**/user/{name}/lab/tree/**{LESSON}", timeout=120_000)
         lab.locator(".jp-DirListing-content").get_by_text(f"{LESSON}.ipynb", exact=True).first.wait_for(timeout=120_000)
+
+
+# What the hub's log said, run after run, that no instructor or learner can act on (nbgrader's course list
+# looking for a Formgrader service this hub has not; Formgrader's debug view of a configuration made of classes).
+NOISE = ("Formgrader not available at URL", "Formgrader config is not serializable", "not recognized by")
+
+
+def test_the_hubs_log_has_no_formgrader_noise(semester, hub):
+    """The course list's server side is off on the hub (its lab plugin too: nothing asks it), and Formgrader's
+    pages render without their debug dump; the log of the whole run says none of NOISE."""
+    instructor, learner = hub.accounts.instructor, semester["untouched_by"]
+    for name in (instructor, learner):
+        hub.start_server(name)
+        hub.wait_for_server(name)
+        status, answer = hub.request(name, "GET", f"/user/{name}/formgraders")
+        assert status == 404, (name, status, str(answer)[:500])
+    status, page = hub.request(instructor, "GET", f"/user/{instructor}/formgrader/manage_assignments")
+    assert status == 200 and "Manage Assignments" in str(page), (status, str(page)[:500])
+    said = [line for line in hub.log.read_text(errors="replace").splitlines() if any(n in line for n in NOISE)]
+    assert not said, "\n".join(said[:10])
+
