@@ -88,7 +88,10 @@ ensure_learner_view() {
   # Locked too, so that JupyterLab's plugin manager does not offer to enable them again.
   jupyter labextension disable --level=sys_prefix "${INSTRUCTOR_PLUGINS[@]}" "${QUIET_PLUGINS[@]}" 2>/dev/null
   jupyter labextension lock --level=sys_prefix "${INSTRUCTOR_PLUGINS[@]}" "${QUIET_PLUGINS[@]}" 2>/dev/null
-  jupyter server extension disable --sys-prefix "${INSTRUCTOR_SERVER_EXTENSIONS[0]}" >/dev/null 2>&1
+  local extension
+  for extension in "${INSTRUCTOR_SERVER_EXTENSIONS[@]}"; do
+    jupyter server extension disable --sys-prefix "$extension" >/dev/null 2>&1
+  done
   local plugins; plugins=$(printf '"%s": false, ' "${INSTRUCTOR_PLUGINS[@]}" | sed 's/, $//')
   mkdir -p "$INSTRUCTOR_CONFIG/labconfig"
   printf '{"disabledExtensions": {%s}, "lockedExtensions": {%s}}\n' "$plugins" "$plugins" \

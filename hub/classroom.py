@@ -2,6 +2,7 @@
 
     bash course.sh hub [--roster students.csv] [--instructor NAME] [--port 8000] [--ip ADDRESS]
                        [--ssl-cert CERT.pem --ssl-key KEY.pem] [--idle-minutes 60]
+                       [--learner-memory-mb 2048] [--learner-cpus 1]
 
 What it does, each step idempotent (run it again after editing the roster):
 - Unix accounts: the instructor (a JupyterHub admin) and one learner per roster row (nbgrader's
@@ -49,6 +50,8 @@ DEFAULT_STATE = ROOT / "hub" / "state"
 DEFAULT_ROSTER = ROOT / "hub" / "roster.example.csv"
 DEFAULT_INSTRUCTOR = "instructor"
 DEFAULT_PORT = 8000
+DEFAULT_LEARNER_MEMORY_MB = 2048   # each learner's processes together (hub/limits.py); lesson 01 open: about 500 MB
+DEFAULT_LEARNER_CPUS = 1.0         # cores each learner's processes may use together
 DEFAULT_IDLE_MINUTES = 60   # jupyterhub-idle-culler stops a server unused for this long (hub/jupyterhub_config.py)
 CHP_VERSION = "5.3.0"   # configurable-http-proxy, from npm
 SUDOERS_DIR = Path("/etc/sudoers.d")
@@ -452,7 +455,19 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--idle-minutes", type=int, default=os.environ.get("HUB_IDLE_MINUTES") or str(DEFAULT_IDLE_MINUTES),
                    help="a learner's JupyterLab unused this long is stopped, their work kept "
                         f"(jupyterhub-idle-culler; $HUB_IDLE_MINUTES; default: {DEFAULT_IDLE_MINUTES}; 0: never)")
+    p.add_argument("--learner-memory-mb", type=int,
+                   default=os.environ.get("HUB_LEARNER_MEMORY_MB") or str(DEFAULT_LEARNER_MEMORY_MB),
+                   help="memory of one learner's JupyterLab, kernels and terminals together; past it the largest "
+                        f"of their processes is ended ($HUB_LEARNER_MEMORY_MB; default: {DEFAULT_LEARNER_MEMORY_MB}; "
+                        "0: no memory, process or CPU limit)")
+    p.add_argument("--learner-cpus", type=float, default=os.environ.get("HUB_LEARNER_CPUS") or str(DEFAULT_LEARNER_CPUS),
+                   help=f"cores one learner's processes may use together ($HUB_LEARNER_CPUS; default: {DEFAULT_LEARNER_CPUS:g})")
     args = p.parse_args(argv)
+    if args.learner_memory_mb < 0 or 0 < args.learner_memory_mb < 256:
+        raise BadInput(f"--learner-memory-mb {args.learner_memory_mb}: give 256 or more (a JupyterLab and a kernel "
+                       "need about 500), or 0 for no limit")
+    if not args.learner_cpus > 0:
+        raise BadInput(f"--learner-cpus {args.learner_cpus:g}: give a number of cores above 0 (0.5: half a core)")
     if not 0 < args.port < 65536:
         raise BadInput(f"--port {args.port} is not a port number")
     if args.idle_minutes < 0:
@@ -501,7 +516,8 @@ def main(argv: list[str] | None = None) -> int:
         "(Ctrl-C stops it and every server)")
     os.chdir(state)   # JupyterHub and its proxy write their pid files and logs where they start
     env = {**os.environ, "HUB_STATE": str(state), "HUB_PORT": str(args.port), "HUB_IP": args.ip,
-           "HUB_IDLE_MINUTES": str(args.idle_minutes),
+           "HUB_IDLE_MINUTES": str(args.idle_minutes), "HUB_LEARNER_MEMORY_MB": str(args.learner_memory_mb),
+           "HUB_LEARNER_CPUS": str(args.learner_cpus),
            "HUB_SSL_CERT": str(args.ssl_cert or ""), "HUB_SSL_KEY": str(args.ssl_key or "")}
     jupyterhub = str(Path(sys.prefix) / "bin" / "jupyterhub")
     os.execve(jupyterhub, [jupyterhub, "-f", str(ROOT / "hub" / "jupyterhub_config.py")], env)

@@ -10,6 +10,8 @@
 - The instructor's Nbgrader menu opens Formgrader in a browser tab of its own (a user's server cannot be
   framed on a hub: classroom.write_instructor_config), and its links to files reach their JupyterLab
   through the hub's 404 page (hub/templates/404.html).
+- Each learner's server in a memory, process and CPU cgroup of its own (hub/limits.py): $HUB_LEARNER_MEMORY_MB,
+  $HUB_LEARNER_CPUS.
 - HTTPS from the instructor's certificate and key ($HUB_SSL_CERT, $HUB_SSL_KEY); idle servers stopped by
   jupyterhub-idle-culler after $HUB_IDLE_MINUTES (course.sh hub passes its options on in these).
 - State (database, cookie secret, proxy token, pid files) in STATE ($HUB_STATE); the port is $HUB_PORT.
@@ -21,6 +23,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import classroom  # noqa: E402
+import limits  # noqa: E402
 
 c = get_config()  # noqa: F821  (injected by traitlets when JupyterHub loads this file)
 
@@ -58,7 +61,12 @@ c.PAMAuthenticator.open_sessions = False   # no login session (systemd-logind) p
 c.Authenticator.admin_users = {accounts.instructor}
 c.Authenticator.allowed_users = {accounts.instructor, *accounts.learners}
 
-c.JupyterHub.spawner_class = "localprocess"
+# LocalProcessSpawner, with a memory, process and CPU cgroup per learner (hub/limits.py; course.sh hub
+# --learner-memory-mb, --learner-cpus); the instructor, who grades, has none.
+c.JupyterHub.spawner_class = limits.LimitedSpawner
+c.LimitedSpawner.memory_bytes = int(os.environ.get("HUB_LEARNER_MEMORY_MB") or classroom.DEFAULT_LEARNER_MEMORY_MB) * 2 ** 20
+c.LimitedSpawner.cpus = float(os.environ.get("HUB_LEARNER_CPUS") or classroom.DEFAULT_LEARNER_CPUS)
+c.LimitedSpawner.unlimited = {accounts.instructor}
 c.Spawner.cmd = [os.path.join(sys.prefix, "bin", "jupyterhub-singleuser")]
 c.Spawner.default_url = "/lab"
 c.Spawner.start_timeout = 120

@@ -11,12 +11,16 @@ course it grades), is that command behind a button: Nbgrader > Autograde a lesso
 The command runs as its own process, as when typed in a terminal: the course's nbgrader_config.py
 and hardened grader, one reference run shared by the lesson's submissions, and nothing of it (no
 reference, no worker) left in the instructor's server once it ends. One lesson at a time: a second
-press while one runs is refused (409), since two gradings would share the machine's cores. Only a
-lesson of the gradebook is accepted (404 otherwise); the page runs no learner's text.
+press while one runs is refused (409), since two gradings would share the machine's cores (the
+page's own runs: a terminal's `nbgrader autograde` is not counted). Only a lesson of the course (its
+source/ folder, as Formgrader lists them) is accepted (404 otherwise); errors come back as JSON, and
+the page runs no learner's text. A run the server outlives is reaped by a thread of its own; one still
+running when the server stops is stopped with it.
 """
 
 from __future__ import annotations
 
+import atexit
 import html
 import json
 import subprocess
@@ -40,13 +44,16 @@ class Job:
     log: Path
 
     def state(self) -> dict:
-        lines = self.log.read_text(errors="replace").splitlines() if self.log.exists() else []
-        return {"lesson": self.lesson, "running": self.process.poll() is None,
-                "returncode": self.process.poll(), "log": "\n".join(lines[-LOG_LINES:])}
+        code = self.process.poll()
+        with open(self.log, "rb") as f:   # the end of the log only
+            f.seek(max(0, f.seek(0, 2) - 200 * LOG_LINES))
+            lines = f.read().decode(errors="replace").splitlines()
+        return {"lesson": self.lesson, "running": code is None, "returncode": code, "log": "\n".join(lines[-LOG_LINES:])}
 
 
 _jobs: dict[str, Job] = {}
 _lock = threading.Lock()
+_logs = tempfile.TemporaryDirectory(prefix="course-autograde-")   # this server's logs, one per lesson; gone at exit
 
 
 def running() -> Job | None:
@@ -58,18 +65,30 @@ def start(lesson: str, course: Path) -> Job:
     with _lock:
         if (busy := running()) is not None:
             raise RuntimeError(f"{busy.lesson} is being autograded; wait until it ends")
-        log = Path(tempfile.mkdtemp(prefix="course-autograde-")) / f"{lesson}.log"
+        log = Path(_logs.name) / f"{lesson}.log"
         with open(log, "wb") as out:
             process = subprocess.Popen([sys.executable, "-m", "nbgrader", "autograde", lesson], cwd=course,
                                        stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
+        threading.Thread(target=process.wait, daemon=True).start()   # reaped when it ends, watched or not
         _jobs[lesson] = Job(lesson, process, log)
         return _jobs[lesson]
 
 
+@atexit.register
+def _stop_running() -> None:
+    """A run the server does not outlive is stopped with it (its workers end with it)."""
+    if (job := running()) is not None:
+        job.process.terminate()
+
+
 class _Handler(BaseHandler):
     def lessons(self) -> dict[str, int]:
-        """{lesson: its submissions} from the gradebook, as Formgrader lists them."""
+        """{lesson: its submissions}, as Formgrader lists them (the course's source/ folders)."""
         return {a["name"]: a["num_submissions"] for a in self.api.get_assignments()}
+
+
+def _script_json(value) -> str:
+    return json.dumps(value).replace("<", "\\u003c")   # inside a script element: no closing tag can end it
 
 
 class PageHandler(_Handler):
@@ -79,18 +98,24 @@ class PageHandler(_Handler):
             f'<tr><td>{html.escape(name)}</td><td>{count}</td><td><button data-lesson="{html.escape(name)}"'
             f'{" disabled" if not count else ""}>Autograde every submission</button></td></tr>'
             for name, count in sorted(self.lessons().items()))
-        base = self.base_url
-        self.write(PAGE.format(rows=rows or '<tr><td colspan="3">No lesson in the gradebook yet.</td></tr>',
-                               api=json.dumps(url_path_join(base, "course/autograde")),
-                               formgrader=html.escape(url_path_join(base, "formgrader")),
-                               xsrf=json.dumps(self.xsrf_token.decode() if isinstance(self.xsrf_token, bytes)
-                                               else self.xsrf_token)))
+        token = self.xsrf_token
+        job = running()
+        self.write(PAGE.format(rows=rows or '<tr><td colspan="3">No lesson in the course yet.</td></tr>',
+                               api=_script_json(url_path_join(self.base_url, "course/autograde")),
+                               formgrader=html.escape(url_path_join(self.base_url, "formgrader")),
+                               xsrf=_script_json(token.decode() if isinstance(token, bytes) else token),
+                               current=_script_json(job.lesson if job else None)))
 
 
 class LessonHandler(_Handler):
+    def write_error(self, status_code, **kwargs):
+        """Errors as JSON, which the page shows (never an HTML error page its script cannot read)."""
+        error = kwargs.get("exc_info", (None, None))[1]
+        self.finish({"error": getattr(error, "log_message", None) or self._reason})
+
     def known(self, lesson: str) -> None:
-        if lesson not in self.lessons():
-            raise web.HTTPError(404, f"no lesson {lesson!r} in the gradebook")
+        if lesson not in _jobs and lesson not in self.lessons():
+            raise web.HTTPError(404, f"no lesson {lesson!r} in the course")
 
     @web.authenticated
     def get(self, lesson):
@@ -121,23 +146,34 @@ submission collected for that lesson, with the course's grader. The scores then 
 <table><tr><th>Lesson</th><th>Submissions</th><th></th></tr>{rows}</table>
 <p id="status" role="status"></p><pre id="log" hidden></pre>
 <script>
-const api = {api}, xsrf = {xsrf};
+const api = {api}, xsrf = {xsrf}, current = {current};
 const status = document.getElementById("status"), log = document.getElementById("log");
+const buttons = [...document.querySelectorAll("button[data-lesson]")];
+const usable = new Map(buttons.map(b => [b, !b.disabled]));
+const ask = (lesson, method) => fetch(api + "/" + encodeURIComponent(lesson), {{method, headers: {{"X-XSRFToken": xsrf}}}});
+async function answer(response) {{
+  try {{ return await response.json(); }} catch (e) {{ return {{error: "the server answered " + response.status}}; }}
+}}
+function idle(text) {{ status.textContent = text; buttons.forEach(b => b.disabled = !usable.get(b)); }}
 async function watch(lesson) {{
-  const state = await (await fetch(api + "/" + encodeURIComponent(lesson))).json();
+  buttons.forEach(b => b.disabled = true);
+  let state;
+  try {{ state = await answer(await ask(lesson, "GET")); }} catch (e) {{ state = {{error: String(e)}}; }}
+  if (state.error) {{ idle(lesson + ": " + state.error); return; }}
   log.hidden = false; log.textContent = state.log;
   if (state.running) {{ status.textContent = lesson + ": autograding..."; setTimeout(() => watch(lesson), 2000); return; }}
-  status.textContent = lesson + (state.returncode === 0 ? ": done, every submission autograded"
-                                 : ": nbgrader autograde ended with status " + state.returncode + " (its log below)");
-  document.querySelectorAll("button[data-lesson]").forEach(b => b.disabled = false);
+  idle(lesson + (state.returncode === 0 ? ": done, every submission autograded"
+                 : ": nbgrader autograde ended with status " + state.returncode + " (its log below)"));
 }}
-document.querySelectorAll("button[data-lesson]").forEach(button => button.onclick = async () => {{
+buttons.forEach(button => button.onclick = async () => {{
   const lesson = button.dataset.lesson;
-  const answer = await fetch(api + "/" + encodeURIComponent(lesson), {{method: "POST", headers: {{"X-XSRFToken": xsrf}}}});
-  if (!answer.ok) {{ status.textContent = (await answer.json()).error || ("refused: " + answer.status); return; }}
-  document.querySelectorAll("button[data-lesson]").forEach(b => b.disabled = true);
+  let state;
+  try {{ const response = await ask(lesson, "POST"); state = response.ok ? {{}} : await answer(response); }}
+  catch (e) {{ state = {{error: String(e)}}; }}
+  if (state.error) {{ idle(lesson + ": " + state.error); return; }}
   watch(lesson);
 }});
+if (current) watch(current);
 </script></body></html>
 """
 

@@ -1,8 +1,8 @@
 """course_utils.grader.autograde_lesson: a whole lesson autograded in one action from the instructor's server.
 
 A real jupyter server on a scratch course (lesson 01 released, a solved and an untouched submission),
-with nbgrader's Formgrader and the extension on, as the instructor's server has them; requests with
-its token, as the page's button sends them.
+with the instructor's server extensions (Formgrader and this one, as course.sh writes them); requests
+with its token. The page's button in a browser, on the hub: tests/hub/test_hub.py.
 """
 
 import json
@@ -22,6 +22,7 @@ from course_utils.authoring import nbgrader_cli
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
+INSTRUCTOR_CONFIG = Path(sys.prefix) / "etc" / "jupyter-instructor"   # made by `bash course.sh setup`
 LESSON = "01-circuits"
 
 
@@ -37,11 +38,7 @@ class Server:
         self.port, self.token = free_port(), secrets.token_hex(16)
         env = {**os.environ, "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", "")}
         env.pop("NBGRADER_EXECUTION", None)
-        extensions = {"nbgrader.server_extensions.formgrader": True, "course_utils.grader.autograde_lesson": True}
-        config = log.parent / "config"   # as the instructor's config folder has them (hub/classroom.py)
-        config.mkdir(exist_ok=True)
-        (config / "jupyter_server_config.json").write_text(json.dumps({"ServerApp": {"jpserver_extensions": extensions}}))
-        env["JUPYTER_CONFIG_PATH"] = str(config)
+        env["JUPYTER_CONFIG_PATH"] = str(INSTRUCTOR_CONFIG)   # the instructor's server extensions, from course.sh
         cmd = [sys.executable, "-m", "jupyter_server", "--no-browser", "--ServerApp.ip=127.0.0.1",
                f"--ServerApp.port={self.port}", "--ServerApp.port_retries=0", f"--IdentityProvider.token={self.token}",
                f"--ServerApp.root_dir={course}"]
@@ -122,7 +119,8 @@ def test_one_press_autogrades_every_submission_and_leaves_nothing_running(server
     assert not left, left
 
 
-def test_only_a_lesson_of_the_gradebook_is_graded(server):
+def test_only_a_lesson_of_the_course_is_graded_and_errors_come_as_json(server):
     for name in ("no-such-lesson", "..", "01-circuits;rm"):
-        status, _ = server.request("POST", f"/course/autograde/{urllib.request.quote(name, safe='')}")
-        assert status == 404, name
+        for method in ("POST", "GET"):
+            status, answer = server.request(method, f"/course/autograde/{urllib.request.quote(name, safe='')}")
+            assert status == 404 and "in the course" in answer["error"], (name, method, status, answer)

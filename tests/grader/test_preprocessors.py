@@ -187,6 +187,7 @@ class Graded(NamedTuple):
 
 
 FORGED = "mutants0"   # the submission whose written answers are forged (forge_written)
+THROUGH_NBGRADER = ("solved", "untouched", FORGED)   # grade_lesson's others go through the folder grader
 
 
 def outcomes_in(course: Path, name: str, student: str) -> dict[str, str]:
@@ -220,8 +221,8 @@ def grade_lesson(where, name) -> Graded:
                   else nbgrader_cli.replace_solution(nb, m["cell"], m["old"], m["new"]))
         for a in alts:
             nb = nbgrader_cli.with_answer(nb, a["cell"], a["source"])
-        if student == FORGED:
-            nbgrader_cli.submit(where, student, name, forge_written(nb))
+        if student in THROUGH_NBGRADER:
+            nbgrader_cli.submit(where, student, name, forge_written(nb) if student == FORGED else nb)
         else:
             nbgrader_cli.submit(folder.parent, student, name, nb)   # into folder, in nbgrader's layout
         if alts:
@@ -430,7 +431,7 @@ def test_a_hung_autograde_fails_its_tests_once_naming_what_hung(tmp_path):
     assert done.returncode == 1 and "3 errors" in out, out[-4000:]
     assert log.read_text().splitlines().count("autograde") == 1, log.read_text()
     errors = [e.get("message", "") for e in ElementTree.parse(report).iter("error")]   # one per test, at its set-up
-    count = 3   # nbgrader grades the solved, the untouched and the first mutant round (grade_lesson)
+    count = len(THROUGH_NBGRADER)
     whole = (f"Hung: nbgrader autograde 01-circuits --force hung: no end after {count + 1} s ({count} submissions and "
              f"the reference, each stopped by the grader at 1 s of its own time)")
     named = "FailedEarlier: grading 01-circuits failed once, reported in full at the first test that needed it: Hung"

@@ -292,9 +292,52 @@ def test_https_from_the_instructors_certificate_and_idle_servers_stopped_by_the_
     (["--ssl-cert", "CERT", "--ssl-key", "missing.pem"], "--ssl-key missing.pem: no such file"),
     (["--idle-minutes", "-5"], "--idle-minutes -5 is below 0"),
     (["--idle-minutes", "soon"], "argument --idle-minutes: invalid int value"),
+    (["--learner-memory-mb", "100"], "--learner-memory-mb 100: give 256 or more"),
+    (["--learner-memory-mb", "-1"], "--learner-memory-mb -1: give 256 or more"),
+    (["--learner-cpus", "0"], "--learner-cpus 0: give a number of cores above 0"),
 ])
 def test_bad_hub_options_are_one_line_errors(tmp_path, monkeypatch, argv, words):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "CERT").write_text("-")
     with pytest.raises(classroom.BadInput, match=re.escape(words)):
         classroom.parse(argv)
+
+
+def test_learners_get_the_hubs_limits_and_the_instructor_none(tmp_path):
+    args = classroom.parse(["--learner-memory-mb", "1536", "--learner-cpus", "0.5"])
+    config = hub_config(tmp_path, HUB_LEARNER_MEMORY_MB=str(args.learner_memory_mb), HUB_LEARNER_CPUS=str(args.learner_cpus))
+    spawner = config.LimitedSpawner
+    assert (spawner.memory_bytes, spawner.cpus, spawner.unlimited) == (1536 * 2 ** 20, 0.5, {"teacher"})
+    defaults = classroom.parse([])
+    assert (defaults.learner_memory_mb, defaults.learner_cpus) == (classroom.DEFAULT_LEARNER_MEMORY_MB, classroom.DEFAULT_LEARNER_CPUS)
+
+
+def test_a_learners_server_does_not_start_without_its_cgroup(monkeypatch):
+    """Fails closed: where no cgroup can be made, the learner's server is not started, and the message says
+    why and how to fix it before it names running without limits."""
+    import asyncio
+    import limits
+
+    class NoDirs:
+        def __init__(self, *args):
+            self.dirs = []
+
+    started = []
+
+    async def start(self):
+        started.append(self.user.name)
+
+    monkeypatch.setattr(limits, "Cgroup", NoDirs)
+    monkeypatch.setattr(limits.LocalProcessSpawner, "start", start)
+    spawner = limits.LimitedSpawner(memory_bytes=2 ** 30, unlimited={"teacher"})
+    for name, refused in (("ada", True), ("teacher", False)):
+        monkeypatch.setattr(limits.LimitedSpawner, "user", type("User", (), {"name": name})(), raising=False)
+        if refused:
+            with pytest.raises(limits.NoCgroup) as e:
+                asyncio.run(spawner.start())
+            why = str(e.value)
+            assert "ada's server was not started" in why and why.index("must run as root") < why.index("--learner-memory-mb 0")
+        else:
+            asyncio.run(spawner.start())
+    assert started == ["teacher"]
+

@@ -50,6 +50,7 @@ from browser_lab import CHROMIUM_FLAGS, SHOTS, VIEWPORT, find_chromium, free_por
 
 pytestmark = [pytest.mark.slow, pytest.mark.hub]
 LESSON = "01-circuits"
+LEARNER_MB = 1024   # each learner's memory limit here (course.sh hub --learner-memory-mb): a lab and a kernel fit
 START_S = 300   # course.sh hub: the set-up (already done: seconds), accounts, npm, the hub's start
 
 
@@ -210,7 +211,8 @@ def hub():
     port, log = free_port(), tmp / "hub.log"
     with open(log, "w") as out:
         proc = subprocess.Popen(["bash", str(ROOT / "course.sh"), "hub", "--roster", str(roster),
-                                 "--instructor", accounts.instructor, "--port", str(port), "--ip", "127.0.0.1"],
+                                 "--instructor", accounts.instructor, "--port", str(port), "--ip", "127.0.0.1",
+                                 "--learner-memory-mb", str(LEARNER_MB)],
                                 env={**os.environ, "HUB_STATE": str(tmp / "state")}, stdout=out,
                                 stderr=subprocess.STDOUT, start_new_session=True)
     made = Hub(f"http://127.0.0.1:{port}", tmp / "state", accounts, log)
@@ -404,6 +406,24 @@ def test_a_terminal_on_the_hub_has_the_course_and_the_sandbox_tools_and_starts_i
         assert Path(found.group(4)).name == "pivot_root", shown[-3000:]
 
 
+def test_a_learner_over_the_memory_limit_loses_only_their_own_process(semester, hub):
+    """Each learner's server runs in a memory cgroup of its own (hub/limits.py), and so do its terminals and
+    kernels: a process of theirs that takes more than LEARNER_MB is ended by the kernel, their JupyterLab
+    goes on, and another learner's works on. The instructor, who grades, has no such limit."""
+    learner, other = semester["wrong_by"], semester["untouched_by"]
+    code, shown = hub.terminal(learner, "grep -c course-hub- /proc/self/cgroup")
+    assert code == 0, f"{learner}'s terminal is in no course-hub cgroup:\n{shown[-2000:]}"
+    code, shown = hub.terminal(learner, f"python -c 'data = b\"x\" * ({LEARNER_MB + 512} * 2 ** 20)'")
+    assert code == 137, f"a process taking {LEARNER_MB + 512} MB was not ended by the kernel (exit {code}):\n{shown[-2000:]}"
+    for name in (learner, other):
+        status, answer = hub.request(name, "GET", f"/user/{name}/api/status")
+        assert status == 200, (name, status, answer)
+        code, shown = hub.terminal(name, "echo still here")
+        assert code == 0 and "still here" in shown, shown[-2000:]
+    code, shown = hub.terminal(hub.accounts.instructor, "grep -c course-hub- /proc/self/cgroup")
+    assert code == 1, f"the instructor's server has a learner's limit:\n{shown[-2000:]}"
+
+
 def test_the_instructor_has_formgrader_on_their_course_and_learners_have_none(semester, hub):
     instructor, learner = hub.accounts.instructor, semester["untouched_by"]
     hub.start_server(instructor)
@@ -534,9 +554,29 @@ def test_the_instructor_opens_formgrader_from_the_menu_and_its_links_reach_their
         lab.locator(".jp-DirListing-content").get_by_text(f"{LESSON}.ipynb", exact=True).first.wait_for(timeout=120_000)
 
 
+@pytest.mark.browser
+def test_the_instructor_autogrades_a_whole_lesson_from_the_menu(semester, hub):
+    """Nbgrader > Autograde a lesson opens its page in a tab of its own; one press runs nbgrader autograde on
+    the lesson through the browser's own login (cookie and XSRF token, not a token), and the page follows it
+    to its end (the submissions were autograded before: nbgrader says so and ends well)."""
+    name = hub.accounts.instructor
+    with browser_page(hub, name, "hub-autograde") as page:
+        menu_items(page, "Nbgrader")
+        with page.context.expect_page() as opened:
+            page.locator('.lm-Menu-itemLabel:text-is("Autograde a lesson")').click()
+        grader = opened.value
+        button = grader.locator(f'button[data-lesson="{LESSON}"]')
+        button.wait_for(timeout=120_000)
+        button.click()
+        status = grader.locator("#status")
+        status.get_by_text("done, every submission autograded").wait_for(timeout=600_000)
+        assert LESSON in grader.locator("#log").inner_text(), grader.locator("#log").inner_text()
+        assert button.is_enabled(), "the lesson's button is usable again once its run ended"
+
+
 # What the hub's log said, run after run, that no instructor or learner can act on (nbgrader's course list
 # looking for a Formgrader service this hub has not; Formgrader's debug view of a configuration made of classes).
-NOISE = ("Formgrader not available at URL", "Formgrader config is not serializable", "not recognized by")
+NOISE = ("Formgrader not available at URL", "Formgrader config is not serializable", "allow_errors not recognized")
 
 
 def test_the_hubs_log_has_no_formgrader_noise(semester, hub):

@@ -1,0 +1,82 @@
+"""A memory, process and CPU limit on each learner's JupyterLab, so a class of 40 shares one machine.
+
+LimitedSpawner is JupyterHub's LocalProcessSpawner, except that a learner's server (and every kernel,
+terminal and process it starts) runs in a cgroup of its own, made by the grader's
+course_utils.grader.cgroups.Cgroup (v2, or the v1 memory, pids, cpu and cpuacct controllers):
+
+- memory_bytes: the most memory the learner's processes hold together; past it the kernel's OOM killer
+  ends the largest of them (a kernel that allocates too much), never another learner's, never the hub.
+- cpus: a quota of that many cores and the same CPU weight as every other learner, so a busy kernel
+  slows no one else down more than any other learner's.
+- processes: processes and threads together (torch starts a thread per core).
+
+The server joins its cgroup before it runs anything (in the child, between fork and exec, as root).
+The instructor's server has no limit: it grades, and the grader gives each learner's code a cgroup of
+its own. Where no cgroup can be made (not root, no cgroup file system), the learner's server does not
+start, and the hub's page says why (fails closed); `course.sh hub --learner-memory-mb 0` runs learners
+without limits. A cgroup ends with its server (stop), and the grader's sweep removes those of a hub
+that is gone (their names hold the hub's pid).
+"""
+
+import asyncio
+import os
+
+from jupyterhub.spawner import LocalProcessSpawner
+from traitlets import Float, Integer, Set
+
+from course_utils.grader.cgroups import Cgroup
+
+
+class NoCgroup(RuntimeError):
+    """The machine would not give a learner's server its cgroup."""
+
+
+class LimitedSpawner(LocalProcessSpawner):
+    memory_bytes = Integer(0, help="memory of one learner's processes together (0: no limit)").tag(config=True)
+    cpus = Float(1.0, help="cores one learner's processes may use together").tag(config=True)
+    processes = Integer(1024, help="processes and threads of one learner").tag(config=True)
+    unlimited = Set(help="users whose servers get no limit (the instructor)").tag(config=True)
+
+    _cgroup = None
+
+    def limited(self) -> bool:
+        return self.memory_bytes > 0 and self.user.name not in self.unlimited
+
+    def make_preexec_fn(self, name):
+        become = super().make_preexec_fn(name)
+        joins = [d / "cgroup.procs" for d in self._cgroup.dirs] if self._cgroup else []
+
+        def preexec():
+            for path in joins:   # as root, before the server becomes the user and runs anything
+                with open(path, "w") as f:
+                    f.write(str(os.getpid()))
+            become()
+        return preexec
+
+    async def start(self):
+        await self._end_cgroup()   # one a server that died by itself left behind
+        if self.limited():
+            cgroup = Cgroup(f"course-hub-{os.getpid()}-{self.user.name}", self.memory_bytes, self.processes, self.cpus)
+            if not cgroup.dirs:
+                raise NoCgroup(
+                    f"{self.user.name}'s server was not started: the hub could not make its memory cgroup "
+                    "(the hub must run as root on a machine with a cgroup file system at /sys/fs/cgroup). "
+                    "Fix that and start the server again; to run learners without memory and CPU limits, "
+                    "start the hub with --learner-memory-mb 0.")
+            self._cgroup = cgroup
+        try:
+            return await super().start()
+        except BaseException:
+            await self._end_cgroup()
+            raise
+
+    async def stop(self, now=False):
+        try:
+            await super().stop(now=now)
+        finally:
+            await self._end_cgroup()
+
+    async def _end_cgroup(self):
+        cgroup, self._cgroup = self._cgroup, None
+        if cgroup is not None:
+            await asyncio.to_thread(cgroup.remove)   # kills what is left in it, then removes it
