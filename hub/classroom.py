@@ -466,8 +466,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
     if args.learner_memory_mb < 0 or 0 < args.learner_memory_mb < 256:
         raise BadInput(f"--learner-memory-mb {args.learner_memory_mb}: give 256 or more (a JupyterLab and a kernel "
                        "need about 500), or 0 for no limit")
-    if not args.learner_cpus > 0:
-        raise BadInput(f"--learner-cpus {args.learner_cpus:g}: give a number of cores above 0 (0.5: half a core)")
+    if not 0.01 <= args.learner_cpus <= (os.cpu_count() or 1) * 64:
+        raise BadInput(f"--learner-cpus {args.learner_cpus:g}: give a number of cores from 0.01 up (0.5: half a core)")
     if not 0 < args.port < 65536:
         raise BadInput(f"--port {args.port} is not a port number")
     if args.idle_minutes < 0:

@@ -10,16 +10,18 @@ course_utils.grader.cgroups.Cgroup (v2, or the v1 memory, pids, cpu and cpuacct 
   slows no one else down more than any other learner's.
 - processes: processes and threads together (torch starts a thread per core).
 
-The server joins its cgroup before it runs anything (in the child, between fork and exec, as root).
+The server joins its cgroup before it runs anything (in the child, between fork and exec, as root);
+swap counts in the memory limit, and torch's thread pools are sized to the quota (OMP_NUM_THREADS).
 The instructor's server has no limit: it grades, and the grader gives each learner's code a cgroup of
 its own. Where no cgroup can be made (not root, no cgroup file system), the learner's server does not
 start, and the hub's page says why (fails closed); `course.sh hub --learner-memory-mb 0` runs learners
-without limits. A cgroup ends with its server (stop), and the grader's sweep removes those of a hub
-that is gone (their names hold the hub's pid).
+without limits. A cgroup ends with its server (stopped, or found ended by JupyterHub's poll), and the
+grader's sweep removes the empty ones of a hub that is gone (their names hold the hub's pid).
 """
 
 import asyncio
 import os
+from pathlib import Path
 
 from jupyterhub.spawner import LocalProcessSpawner
 from traitlets import Float, Integer, Set
@@ -42,33 +44,53 @@ class LimitedSpawner(LocalProcessSpawner):
     def limited(self) -> bool:
         return self.memory_bytes > 0 and self.user.name not in self.unlimited
 
+    def get_env(self):
+        env = super().get_env()
+        if self.limited():   # torch would start a thread per core of the machine, each throttled by the quota
+            for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+                env[name] = str(max(1, int(self.cpus)))
+        return env
+
     def make_preexec_fn(self, name):
         become = super().make_preexec_fn(name)
-        joins = [d / "cgroup.procs" for d in self._cgroup.dirs] if self._cgroup else []
+        joins = [os.fsencode(d / "cgroup.procs") for d in self._cgroup.dirs] if self._cgroup else []
 
         def preexec():
-            for path in joins:   # as root, before the server becomes the user and runs anything
-                with open(path, "w") as f:
-                    f.write(str(os.getpid()))
+            for path in joins:   # as root, before the server becomes the user and runs anything ("0": this process)
+                fd = os.open(path, os.O_WRONLY)
+                try:
+                    os.write(fd, b"0")
+                finally:
+                    os.close(fd)
             become()
         return preexec
 
     async def start(self):
-        await self._end_cgroup()   # one a server that died by itself left behind
+        await self._end_cgroup()
         if self.limited():
             cgroup = Cgroup(f"course-hub-{os.getpid()}-{self.user.name}", self.memory_bytes, self.processes, self.cpus)
-            if not cgroup.dirs:
-                raise NoCgroup(
-                    f"{self.user.name}'s server was not started: the hub could not make its memory cgroup "
-                    "(the hub must run as root on a machine with a cgroup file system at /sys/fs/cgroup). "
-                    "Fix that and start the server again; to run learners without memory and CPU limits, "
-                    "start the hub with --learner-memory-mb 0.")
             self._cgroup = cgroup
+            why = ("its memory cgroup could not be made" if not cgroup.dirs else
+                   "its CPU quota could not be set (no cpu controller)" if not cgroup.cpu else
+                   None if _no_swap(cgroup, self.memory_bytes) else "swap could not be kept out of its memory limit")
+            if why:
+                await self._end_cgroup()
+                raise NoCgroup(
+                    f"{self.user.name}'s server was not started: {why} (the hub must run as root on a machine with "
+                    "a cgroup file system at /sys/fs/cgroup and its memory, pids and cpu controllers). Fix that and "
+                    "start the server again; to run learners without memory and CPU limits, start the hub with "
+                    "--learner-memory-mb 0.")
         try:
             return await super().start()
         except BaseException:
             await self._end_cgroup()
             raise
+
+    async def poll(self):
+        status = await super().poll()
+        if status is not None:   # ended by itself (File > Shut Down, a crash): JupyterHub will not call stop()
+            await self._end_cgroup()
+        return status
 
     async def stop(self, now=False):
         try:
@@ -80,3 +102,26 @@ class LimitedSpawner(LocalProcessSpawner):
         cgroup, self._cgroup = self._cgroup, None
         if cgroup is not None:
             await asyncio.to_thread(cgroup.remove)   # kills what is left in it, then removes it
+
+
+def _no_swap(cgroup: Cgroup, memory_bytes: int) -> bool:
+    """Swap counted in the memory limit, so a process past it is ended rather than swapped out: cgroup v2's
+    memory.swap.max 0, v1's memory.memsw.limit_in_bytes (there with swap accounting on). True where done,
+    or where the machine has no swap to use."""
+    for d in cgroup.dirs:
+        for name, value in (("memory.swap.max", "0"), ("memory.memsw.limit_in_bytes", str(memory_bytes))):
+            if (d / name).exists():
+                try:
+                    (d / name).write_text(value)
+                    return True
+                except OSError:
+                    return False
+    return _swap_bytes() == 0
+
+
+def _swap_bytes() -> int:
+    try:
+        fields = dict(line.split(":", 1) for line in Path("/proc/meminfo").read_text().splitlines() if ":" in line)
+        return int(fields["SwapTotal"].split()[0]) * 1024
+    except (OSError, KeyError, ValueError):
+        return 1   # unknown: as if there were swap

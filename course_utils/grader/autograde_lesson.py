@@ -15,7 +15,7 @@ press while one runs is refused (409), since two gradings would share the machin
 page's own runs: a terminal's `nbgrader autograde` is not counted). Only a lesson of the course (its
 source/ folder, as Formgrader lists them) is accepted (404 otherwise); errors come back as JSON, and
 the page runs no learner's text. A run the server outlives is reaped by a thread of its own; one still
-running when the server stops is stopped with it.
+running when the server exits (cleanly: atexit) is stopped with it, its whole process group.
 """
 
 from __future__ import annotations
@@ -23,6 +23,8 @@ from __future__ import annotations
 import atexit
 import html
 import json
+import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -68,7 +70,8 @@ def start(lesson: str, course: Path) -> Job:
         log = Path(_logs.name) / f"{lesson}.log"
         with open(log, "wb") as out:
             process = subprocess.Popen([sys.executable, "-m", "nbgrader", "autograde", lesson], cwd=course,
-                                       stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
+                                       stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                       start_new_session=True)   # its group: stopped whole (_stop_running)
         threading.Thread(target=process.wait, daemon=True).start()   # reaped when it ends, watched or not
         _jobs[lesson] = Job(lesson, process, log)
         return _jobs[lesson]
@@ -78,7 +81,10 @@ def start(lesson: str, course: Path) -> Job:
 def _stop_running() -> None:
     """A run the server does not outlive is stopped with it (its workers end with it)."""
     if (job := running()) is not None:
-        job.process.terminate()
+        try:
+            os.killpg(job.process.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
 
 
 class _Handler(BaseHandler):

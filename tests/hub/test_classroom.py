@@ -294,7 +294,9 @@ def test_https_from_the_instructors_certificate_and_idle_servers_stopped_by_the_
     (["--idle-minutes", "soon"], "argument --idle-minutes: invalid int value"),
     (["--learner-memory-mb", "100"], "--learner-memory-mb 100: give 256 or more"),
     (["--learner-memory-mb", "-1"], "--learner-memory-mb -1: give 256 or more"),
-    (["--learner-cpus", "0"], "--learner-cpus 0: give a number of cores above 0"),
+    (["--learner-cpus", "0"], "--learner-cpus 0: give a number of cores from 0.01 up"),
+    (["--learner-cpus", "inf"], "--learner-cpus inf: give a number of cores from 0.01 up"),
+    (["--learner-cpus", "nan"], "--learner-cpus nan: give a number of cores from 0.01 up"),
 ])
 def test_bad_hub_options_are_one_line_errors(tmp_path, monkeypatch, argv, words):
     monkeypatch.chdir(tmp_path)
@@ -320,7 +322,10 @@ def test_a_learners_server_does_not_start_without_its_cgroup(monkeypatch):
 
     class NoDirs:
         def __init__(self, *args):
-            self.dirs = []
+            self.dirs, self.cpu = [], False
+
+        def remove(self):
+            pass
 
     started = []
 
@@ -340,4 +345,21 @@ def test_a_learners_server_does_not_start_without_its_cgroup(monkeypatch):
         else:
             asyncio.run(spawner.start())
     assert started == ["teacher"]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the server becomes its user in the same function: needs root")
+def test_a_learners_server_joins_its_cgroup_before_it_runs(tmp_path):
+    """make_preexec_fn: in the child, before exec, "0" (the child itself) is written to every controller's
+    cgroup.procs of the learner's cgroup, then the child becomes its user."""
+    import limits
+
+    dirs = [tmp_path / "memory", tmp_path / "pids"]
+    for d in dirs:
+        d.mkdir()
+        (d / "cgroup.procs").write_text("")
+    spawner = limits.LimitedSpawner(memory_bytes=2 ** 30)
+    spawner._cgroup = type("Cgroup", (), {"dirs": dirs})()
+    done = subprocess.run(["id", "-un"], preexec_fn=spawner.make_preexec_fn("root"), capture_output=True, text=True)
+    assert done.stdout.strip() == "root"
+    assert [(d / "cgroup.procs").read_text() for d in dirs] == ["0", "0"]
 

@@ -411,8 +411,9 @@ def test_a_learner_over_the_memory_limit_loses_only_their_own_process(semester, 
     kernels: a process of theirs that takes more than LEARNER_MB is ended by the kernel, their JupyterLab
     goes on, and another learner's works on. The instructor, who grades, has no such limit."""
     learner, other = semester["wrong_by"], semester["untouched_by"]
-    code, shown = hub.terminal(learner, "grep -c course-hub- /proc/self/cgroup")
-    assert code == 0, f"{learner}'s terminal is in no course-hub cgroup:\n{shown[-2000:]}"
+    code, shown = hub.terminal(learner, f"grep -cE 'memory:/course-hub-[0-9]+-{learner}-|::/course-hub-[0-9]+-{learner}-' "
+                                        "/proc/self/cgroup")
+    assert code == 0, f"{learner}'s terminal is in no memory cgroup of theirs:\n{shown[-2000:]}"
     code, shown = hub.terminal(learner, f"python -c 'data = b\"x\" * ({LEARNER_MB + 512} * 2 ** 20)'")
     assert code == 137, f"a process taking {LEARNER_MB + 512} MB was not ended by the kernel (exit {code}):\n{shown[-2000:]}"
     for name in (learner, other):
