@@ -121,9 +121,14 @@
       } else if (c.type === 'markdown') {
         // Cells out of view are rendered when scrolled to (JupyterLab's windowed notebook): the last
         // cell (the recap, with the link to the next lesson) is brought into view to read its links.
+        // JupyterLab draws the markdown, then resolves its relative links, both asynchronously (CI read the
+        // recap before either: no link): its links are read once it has text and no link is left as written
+        // (a scheme, an absolute path or an anchor are never rewritten).
+        const unresolved = () => [...node.querySelectorAll('.jp-RenderedMarkdown a[href]')]
+          .some((a) => !/^([a-z][a-z0-9+.-]*:|\/|#)/i.test(a.getAttribute('href')));
         if (i === cells.length - 1) {
           await panel.content.scrollToItem(i, 'start');
-          await until(() => node.querySelector('.jp-RenderedMarkdown'));
+          await until(() => node.querySelector('.jp-RenderedMarkdown')?.textContent.trim() && !unresolved());
         }
         // JupyterLab rewrites a relative link to /files/PATH (and opens PATH in a tab when clicked)
         cell.links = [...node.querySelectorAll('.jp-RenderedMarkdown a[href]')].map((a) => {

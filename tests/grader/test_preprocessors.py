@@ -5,14 +5,11 @@ from solutions/ equals the committed notebooks/; a solved submission scores full
 stderr in graded cells; the untouched student notebook scores 0; the written answers (markdown cells
 graded by hand) reach the gradebook as the learner wrote them, "needs manual grade" once answered
 and 0 while they hold the stub, with the release's points whatever the submission's metadata says;
-each wrong answer in tests/mutants/ loses points in its own test cell, and only there, with feedback
-that names the mistake (tests/mutants/LESSON.json; wrong answers to different exercises share a
-submission, and the second correct answers of tests/alternates/LESSON.json ride along in them where an
-exercise is left free).
-
-The solved, the untouched and the first mutant round go through `nbgrader autograde` and
-`generate_feedback`; the other rounds through the folder grader (`course.sh grade`), which grades
-them the same way against one reference run, without nbgrader's steps per submission."""
+each wrong answer in tests/mutants/
+loses points in its own test cell, and only there, with feedback that names the mistake
+(tests/mutants/LESSON.json; wrong answers to different exercises share a submission, and the second
+correct answers of tests/alternates/LESSON.json ride along in them where an exercise is left free).
+"""
 
 import html
 import json
@@ -173,13 +170,11 @@ def course(request, releases):
 
 
 class Graded(NamedTuple):
-    """What grade_lesson returns, each keyed by student: the code score (score, max) and each test cell's
-    (score, max) and outcome ("" when full marks), the feedback page, the written answers (nbgrader's
-    students only: nbgrader_cli.written); the mutant rounds (student mutantsR holds rounds[R]) and where
-    each second correct answer was graded (student -> its alternates)."""
+    """What grade_lesson returns, each keyed by student (nbgrader_cli.scores, cell_scores, feedback,
+    written), with the mutant rounds (student mutantsR holds rounds[R]) and where each second correct
+    answer was graded (student -> its alternates)."""
     scores: dict
     cells: dict
-    outcomes: dict
     feedback: dict
     rounds: list
     written: dict
@@ -187,31 +182,17 @@ class Graded(NamedTuple):
 
 
 FORGED = "mutants0"   # the submission whose written answers are forged (forge_written)
-THROUGH_NBGRADER = ("solved", "untouched", FORGED)   # grade_lesson's others go through the folder grader
-
-
-def outcomes_in(course: Path, name: str, student: str) -> dict[str, str]:
-    """{test cell grade id: its outcome} as HardenedExecute wrote it in the autograded notebook ("" when passed)."""
-    nb = nbformat.read(course / "autograded" / student / name / f"{name}.ipynb", as_version=4)
-    return {c.metadata.nbgrader.grade_id: " ".join(o.get("evalue", "") for o in c.outputs if o.output_type == "error")
-            for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade") and c.cell_type == "code"}
 
 
 def grade_lesson(where, name) -> Graded:
     """Submit the solved and untouched notebooks and the mutant rounds of one lesson (with the second
-    correct answers placed in them, or in rounds of their own: placed_alternates), and grade them.
-    The solved, the untouched and the first mutant round (whose written answers are forged) go through
-    nbgrader's autograde and generate_feedback, as a class's do; the other rounds through the folder
-    grader (`course.sh grade`: the same grading against one reference run, without nbgrader's per
-    submission steps), with the course's limits."""
-    from course_utils.grader.gradefolder import grade_folder
-
+    correct answers placed in them, or in rounds of their own: placed_alternates), autograde them,
+    generate feedback. The first mutant round also forges its written answers."""
     solved = nbgrader_cli.solved(where, name)
     nbgrader_cli.submit(where, "solved", name, solved)
     nbgrader_cli.submit(where, "untouched", name, nbgrader_cli.untouched(where, name))
     rounds = nbgrader_cli.mutant_rounds(MUTANTS[name])
     placed, own = placed_alternates(rounds, ALTERNATES[name], exercise_functions(name))
-    folder = where / "folder" / "submitted"
     alternates = {}
     for student, group, alts in [*((f"mutants{r}", g, placed[r]) for r, g in enumerate(rounds)),
                                  *((f"alternate{k}", [], g) for k, g in enumerate(own))]:
@@ -221,26 +202,12 @@ def grade_lesson(where, name) -> Graded:
                   else nbgrader_cli.replace_solution(nb, m["cell"], m["old"], m["new"]))
         for a in alts:
             nb = nbgrader_cli.with_answer(nb, a["cell"], a["source"])
-        if student in THROUGH_NBGRADER:
-            nbgrader_cli.submit(where, student, name, forge_written(nb) if student == FORGED else nb)
-        else:
-            nbgrader_cli.submit(folder.parent, student, name, nb)   # into folder, in nbgrader's layout
+        nbgrader_cli.submit(where, student, name, forge_written(nb) if student == FORGED else nb)
         if alts:
             alternates[student] = alts
     nbgrader_cli.autograde(where, name)
-    cells = nbgrader_cli.cell_scores(where, name)
-    scores = nbgrader_cli.scores(where, name)
-    outcomes = {student: outcomes_in(where, name, student) for student in cells}
-    feedback = nbgrader_cli.feedback(where, name)
-    if folder.is_dir():
-        out = where / "folder" / "graded"
-        for result in grade_folder(nbgrader_cli.notebook_path(where, "solutions", name), folder, out, jobs=1,
-                                   limits=nbgrader_cli.limits(where)):
-            cells[result.student] = {gid: (o.score, o.points) for gid, o in result.outcomes.items()}
-            outcomes[result.student] = {gid: o.message for gid, o in result.outcomes.items()}
-            scores[result.student] = (result.score, result.points)
-            feedback[result.student] = (out / "feedback" / result.student / f"{name}.html").read_text()
-    return Graded(scores, cells, outcomes, feedback, rounds, nbgrader_cli.written(where, name), alternates)
+    return Graded(nbgrader_cli.scores(where, name), nbgrader_cli.cell_scores(where, name),
+                  nbgrader_cli.feedback(where, name), rounds, nbgrader_cli.written(where, name), alternates)
 
 
 @pytest.fixture(scope="module")
@@ -363,7 +330,7 @@ def test_second_correct_solution_scores_full_marks(graded, name):
     assert sorted(a["note"] for alts in got.alternates.values() for a in alts) == \
         sorted(a["note"] for a in ALTERNATES[name]), f"{name}: not every second correct answer was submitted"
     missing = sorted(set(got.alternates) - set(got.cells))
-    assert not missing, f"{name}: submissions that were not graded: {missing}"
+    assert not missing, f"{name}: submissions nbgrader did not grade: {missing}"
     wrong = {}
     for student, alts in got.alternates.items():
         ids = list(got.cells[student]) if student.startswith("alternate") else [a["cell"] + "_test" for a in alts]
@@ -373,7 +340,7 @@ def test_second_correct_solution_scores_full_marks(graded, name):
 
 @pytest.mark.parametrize("name, mutant", [(n, m) for n in GRADED for m in MUTANTS[n]],
                          ids=[f"{n}-{m['student']}" for n in GRADED for m in MUTANTS[n]])
-def test_wrong_answer_loses_points_and_feedback_names_the_mistake(graded, name, mutant):
+def test_wrong_answer_loses_points_and_feedback_names_the_mistake(graded, course, name, mutant):
     if mutant.get("needs") == "memory" and not measures_memory():
         pytest.skip("only the kernel-measured peak memory catches this cheat: grade as root with a memory cgroup")
     got = graded(name)
@@ -382,8 +349,10 @@ def test_wrong_answer_loses_points_and_feedback_names_the_mistake(graded, name, 
     student, grade_id, words = f"mutants{r}", mutant["cell"], mutant["feedback"]
     score, total = cells[student][grade_id + "_test"]
     assert score < total, f"{mutant['student']}: a wrong {grade_id} still scored {score}/{total} in its test cell"
-    # The words must be in the test cell's outcome and in the learner's feedback page.
-    outcome = got.outcomes[student][grade_id + "_test"]
+    # The words must be in the test cell's outcome (the visible test code also shows in the feedback).
+    nb = nbformat.read(course(name) / "autograded" / student / name / f"{name}.ipynb", as_version=4)
+    test_cell = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id + "_test")
+    outcome = " ".join(o.get("evalue", "") for o in test_cell.outputs if o.output_type == "error")
     assert words in outcome, f"{mutant['student']}: the outcome of {grade_id}_test does not say {words!r}: {outcome}"
     assert html.escape(words, quote=False) in feedback[student] or words in html.unescape(feedback[student])
     # Every other exercise keeps its points (the solution's answer or a second correct one), even one
@@ -431,7 +400,7 @@ def test_a_hung_autograde_fails_its_tests_once_naming_what_hung(tmp_path):
     assert done.returncode == 1 and "3 errors" in out, out[-4000:]
     assert log.read_text().splitlines().count("autograde") == 1, log.read_text()
     errors = [e.get("message", "") for e in ElementTree.parse(report).iter("error")]   # one per test, at its set-up
-    count = len(THROUGH_NBGRADER)
+    count = submissions("01-circuits")
     whole = (f"Hung: nbgrader autograde 01-circuits --force hung: no end after {count + 1} s ({count} submissions and "
              f"the reference, each stopped by the grader at 1 s of its own time)")
     named = "FailedEarlier: grading 01-circuits failed once, reported in full at the first test that needed it: Hung"
