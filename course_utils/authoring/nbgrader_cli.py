@@ -48,10 +48,15 @@ class Hung(RuntimeError):
     """An nbgrader command that ran past its generous limit: it hung (the message says which, and why)."""
 
 
-def nbgrader(*args: str, cwd: Path, timeout: float = HANG_SECONDS, work: str = "") -> subprocess.CompletedProcess:
+def nbgrader(*args: str, cwd: Path, timeout: float = HANG_SECONDS, work: str = "",
+             threads: int | None = None) -> subprocess.CompletedProcess:
     """Run `nbgrader ARGS` in cwd with this Python's environment; raise with its log on failure, and
-    Hung, naming the command and `work` (what the limit was scaled to), past `timeout` seconds."""
+    Hung, naming the command and `work` (what the limit was scaled to), past `timeout` seconds.
+    threads: OMP_NUM_THREADS for it and the grader's workers (None: as this process has it), so that
+    gradings run side by side share the cores instead of each filling them."""
     env = dict(os.environ)
+    if threads is not None:
+        env["OMP_NUM_THREADS"] = str(threads)
     # nbgrader shells out to alembic, which lives next to this interpreter.
     env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
     env.pop("NBGRADER_EXECUTION", None)
@@ -184,15 +189,16 @@ def submit(course: Path, student: str, name: str, nb: nbformat.NotebookNode) -> 
     return path
 
 
-def autograde(course: Path, name: str) -> subprocess.CompletedProcess:
-    """`nbgrader autograde NAME --force` over every submission of the lesson. The grader bounds each
-    submission (and the reference run) by its own time, so the only limit here is against a hang:
-    (submissions + 1) x the notebook limit, far above what grading takes on any machine that grades."""
+def autograde(course: Path, name: str, threads: int | None = None) -> subprocess.CompletedProcess:
+    """`nbgrader autograde NAME --force` over every submission of the lesson (threads: see nbgrader()).
+    The grader bounds each submission (and the reference run) by its own time, so the only limit here
+    is against a hang: (submissions + 1) x the notebook limit, far above what grading takes on any
+    machine that grades."""
     count = len(list(Path(course).glob(f"submitted/*/{name}")))
     each = notebook_seconds(course)
     return nbgrader("autograde", name, "--force", cwd=course, timeout=(count + 1) * each,
                     work=f" ({count} submissions and the reference, each stopped by the grader at {each:.0f} s "
-                         f"of its own time)")
+                         f"of its own time)", threads=threads)
 
 
 def scores(course: Path, name: str) -> dict[str, tuple[float, float]]:

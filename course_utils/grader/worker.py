@@ -50,7 +50,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from course_utils.grader.cgroups import Cgroup
@@ -64,9 +64,10 @@ from course_utils.grader.workerclock import BACKSTOP, Clock, _listdir, _stat
 class Limits:
     """Per worker. Seconds are the worker's own time (course_utils.grader.workerclock), not the wall clock.
     memory_bytes is address space per process (torch alone maps ~1.5 GB); cpus is its CPU quota in
-    cores (a cell may use cell_seconds * cpus CPU seconds). sandbox: "required" (a learner's worker
-    never runs without the namespaces where the machine cannot give them: SandboxUnavailable) or
-    "optional" (the instructor accepts limits only there)."""
+    cores (a cell may use cell_seconds * cpus CPU seconds); threads is torch's thread pool in it
+    (OMP_NUM_THREADS; None: the grading process's OMP_NUM_THREADS, else 2; see shared_by). sandbox:
+    "required" (a learner's worker never runs without the namespaces where the machine cannot give
+    them: SandboxUnavailable) or "optional" (the instructor accepts limits only there)."""
     cell_seconds: float = 60
     notebook_seconds: float = 600
     memory_bytes: int = 6 * 2 ** 30
@@ -75,15 +76,28 @@ class Limits:
     open_files: int = 512
     reply_bytes: int = 32 * 2 ** 20
     cpus: float = 2
+    threads: int | None = None
     sandbox: str = "required"
 
     def __post_init__(self):
+        if self.threads is None:
+            said = os.environ.get("OMP_NUM_THREADS", "")
+            self.threads = int(said) if said.isdigit() and int(said) > 0 else 2
         for name, value in vars(self).items():
             if name == "sandbox":
                 if value not in ("required", "optional"):
                     raise ValueError(f"Limits.sandbox must be 'required' or 'optional', got {value!r}")
             elif not (isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0):
                 raise ValueError(f"Limits.{name} must be a positive number, got {value!r}")
+            elif name == "threads" and type(value) is not int:
+                raise ValueError(f"Limits.threads must be a positive int, got {value!r}")
+
+    def shared_by(self, at_once: int) -> "Limits":
+        """These limits for each of `at_once` workers that grade side by side: torch's threads cut to their
+        share of this machine's cores (at least 1). Workers that each fill every core take longer side by
+        side than one after the other (benchmarks/grading_threads.py)."""
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        return replace(self, threads=max(1, min(self.threads, cores // max(1, at_once))))
 
 
 def validate_like_grading(c) -> None:
@@ -183,7 +197,7 @@ class Worker:
         self._tmp = tempfile.mkdtemp(prefix="course-worker-")
         env = {"PATH": tool_path(), "LANG": "C.UTF-8", "MPLBACKEND": "Agg",
                "NBGRADER_EXECUTION": "autograde", "CUDA_VISIBLE_DEVICES": "", "PYTHONHASHSEED": "0",
-               "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "2"),
+               "OMP_NUM_THREADS": str(limits.threads),
                "HOME": self._tmp, "TMPDIR": self._tmp, "PYTHONDONTWRITEBYTECODE": "1",
                # glibc: a fixed threshold (its usual start) stops it from raising the threshold as big
                # blocks are freed and then keeping them in its heap: memory in use then follows the

@@ -35,7 +35,7 @@ from course_utils.grader.worker import Limits, Worker
 
 # Where this machine gives no sandbox, the tests grade with limits only (as an instructor may choose to).
 LIMITS = Limits(cell_seconds=10, notebook_seconds=60, memory_bytes=2 * 2 ** 30, processes=64,
-                sandbox="required" if can_isolate() else "optional")
+                sandbox="required" if can_isolate() else "optional").shared_by(2)   # the corpus: two at a time
 
 pytestmark = pytest.mark.slow
 

@@ -28,6 +28,7 @@ import pytest
 from course_utils.authoring import nbgrader_cli
 from course_utils.authoring.once import Once
 from course_utils.grader.capabilities import measures_memory
+from course_utils.grader.worker import Limits
 
 ROOT = Path(__file__).resolve().parents[2]
 LESSONS = nbgrader_cli.lessons(ROOT)
@@ -133,9 +134,16 @@ def selected(request, fixture: str) -> list[str]:
                    and "name" in item.callspec.params and fixture in item.fixturenames})
 
 
+AT_ONCE = max(1, min(2, os.cpu_count() or 1))     # lessons released or graded side by side
+THREADS = Limits().shared_by(AT_ONCE).threads     # torch's threads in each grading's workers: its share of the
+# cores. Workers that each fill both cores of a 2-core machine grade two lessons side by side no faster than one
+# after the other; with a thread each, a third faster (benchmarks/grading_threads.py; this module's grading:
+# 636 s -> 541 s)
+
+
 def two_at_a_time(work, names: list[str]) -> list:
-    """work(name) for each name, two at a time (nbgrader runs in subprocesses; the machine has 2 cores)."""
-    with ThreadPoolExecutor(max_workers=max(1, min(2, os.cpu_count() or 1))) as pool:
+    """work(name) for each name, AT_ONCE at a time (nbgrader runs in subprocesses; the machine has 2 cores)."""
+    with ThreadPoolExecutor(max_workers=AT_ONCE) as pool:
         return list(pool.map(work, names))
 
 
@@ -205,7 +213,7 @@ def grade_lesson(where, name) -> Graded:
         nbgrader_cli.submit(where, student, name, forge_written(nb) if student == FORGED else nb)
         if alts:
             alternates[student] = alts
-    nbgrader_cli.autograde(where, name)
+    nbgrader_cli.autograde(where, name, threads=THREADS)
     return Graded(nbgrader_cli.scores(where, name), nbgrader_cli.cell_scores(where, name),
                   nbgrader_cli.feedback(where, name), rounds, nbgrader_cli.written(where, name), alternates)
 

@@ -34,6 +34,21 @@ def test_limits_and_modes_are_checked():
         Worker("learner", slot=-1)
 
 
+def test_torchs_threads_are_the_limits_and_gradings_side_by_side_share_the_cores(monkeypatch):
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    assert Limits().threads == 3                 # what the grading process was given
+    for said in ("", "0", "4,2", "many"):
+        monkeypatch.setenv("OMP_NUM_THREADS", said)
+        assert Limits().threads == 2, said       # unset or not one positive number: torch's 2
+    with pytest.raises(ValueError, match="threads"):
+        Limits(threads=1.5)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(4)))
+    assert [Limits(threads=t).shared_by(n).threads for t, n in ((2, 1), (2, 2), (2, 3), (2, 8), (8, 2))] == [2, 2, 1, 1, 2]
+    assert Limits(threads=2, cpus=1.5).shared_by(2).cpus == 1.5   # only the threads change
+    with Worker("learner", Limits(threads=1), slot=19) as w:
+        assert w.send(cell("import torch\nassert torch.get_num_threads() == 1, torch.get_num_threads()"), 60)["error"] is None
+
+
 def test_a_worker_runs_cells_and_reports_builtin_errors():
     with Worker("learner", Limits(), slot=11) as w:
         assert w.send(cell("x = 41"), 60) == {"id": 0, "error": None, "obs": None, "problem": None}
