@@ -8,8 +8,9 @@ OMP_NUM_THREADS=2, side by side with 2 threads each, and side by side with cores
 harness grades two lessons at a time (tests/grader/test_preprocessors.py: AT_ONCE, THREADS) and picks the
 threads from this. Wall-clock seconds of this machine; run it on a quiet one.
 
-Measured (2-core CPU machine, 2026-11-27, 3 submissions each; two runs): in turn 69 and 80 s; side by side
-with 2 threads each 75 and 61 s; side by side with 1 thread each 57 and 40 s. In the test harness (nine
+Measured (2-core CPU machine, 2026-11-27, 3 submissions each; once by hand, once by an earlier version of this
+script that warmed one lesson only): in turn 69 and 80 s; side by side with 2 threads each 75 and 61 s; side
+by side with 1 thread each 57 and 40 s. In the test harness (nine
 lessons, 121 submissions, two lessons at a time) the grading went from 636 s to 541 s.
 """
 
@@ -24,6 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from course_utils.authoring import nbgrader_cli  # noqa: E402
+from course_utils.grader.worker import Limits  # noqa: E402
 
 
 def course_with(name: str, where: Path, submissions: int) -> Path:
@@ -47,12 +49,13 @@ def main() -> None:
     args = parser.parse_args()
     if len(args.lessons) != 2:
         parser.error("name two lessons")
-    share = max(1, (os.cpu_count() or 1) // 2)
+    share = Limits().shared_by(2).threads   # what the folder grader and the test harness give each of two
     with tempfile.TemporaryDirectory() as tmp:
         courses = [course_with(n, Path(tmp) / n, args.submissions) for n in args.lessons]
         pairs = list(zip(courses, args.lessons))
-        timed(*pairs[0], 2)    # warm the page cache: every row below reads the same files
-        print(f"{os.cpu_count()} cores, {args.submissions} solved submissions per lesson: wall-clock seconds")
+        for course, name in pairs:   # warm the page cache: every row below reads the same files
+            timed(course, name, 2)
+        print(f"{len(os.sched_getaffinity(0))} cores, {args.submissions} solved submissions per lesson: wall-clock seconds")
         print(f"  in turn, 2 threads each:        {sum(timed(c, n, 2) for c, n in pairs):6.1f}")
         for threads in dict.fromkeys((2, share)):
             start = time.perf_counter()

@@ -138,7 +138,7 @@ def grade_answers(*args, **kwargs) -> Result:
 
 def grade_submissions(lesson: Lesson, submissions: dict[str, Path], jobs: int, limits: Limits) -> list[Result]:
     from course_utils.grader.grade import OVERLOADED, Reference, failed
-    limits = limits.shared_by(jobs)   # the reference too: its peaks compare with the learners'
+    limits = limits.shared_by(min(jobs, len(submissions)))   # the reference too: its peaks compare with the learners'
     try:
         if warning := check_sandbox(limits):   # fails closed: no learner's code without the sandbox unless asked
             print(f"warning: {warning}", file=sys.stderr)

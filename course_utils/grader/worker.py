@@ -82,7 +82,7 @@ class Limits:
     def __post_init__(self):
         if self.threads is None:
             said = os.environ.get("OMP_NUM_THREADS", "")
-            self.threads = int(said) if said.isdigit() and int(said) > 0 else 2
+            self.threads = int(said) if said.isdecimal() and said.isascii() and int(said) > 0 else 2
         for name, value in vars(self).items():
             if name == "sandbox":
                 if value not in ("required", "optional"):
@@ -91,11 +91,14 @@ class Limits:
                 raise ValueError(f"Limits.{name} must be a positive number, got {value!r}")
             elif name == "threads" and type(value) is not int:
                 raise ValueError(f"Limits.threads must be a positive int, got {value!r}")
+        if self.threads >= self.processes:   # libgomp ends a worker that cannot start its threads
+            raise ValueError(f"Limits.threads ({self.threads}) must be below Limits.processes ({self.processes})")
 
     def shared_by(self, at_once: int) -> "Limits":
         """These limits for each of `at_once` workers that grade side by side: torch's threads cut to their
-        share of this machine's cores (at least 1). Workers that each fill every core take longer side by
-        side than one after the other (benchmarks/grading_threads.py)."""
+        share of this machine's cores (at least 1). Workers that each fill every core grade side by side no
+        faster than one after the other (benchmarks/grading_threads.py). A cell that computes in parallel
+        then takes longer in its own time: the time limits are far above what the lessons' cells take."""
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
         return replace(self, threads=max(1, min(self.threads, cores // max(1, at_once))))
 

@@ -37,16 +37,21 @@ def test_limits_and_modes_are_checked():
 def test_torchs_threads_are_the_limits_and_gradings_side_by_side_share_the_cores(monkeypatch):
     monkeypatch.setenv("OMP_NUM_THREADS", "3")
     assert Limits().threads == 3                 # what the grading process was given
-    for said in ("", "0", "4,2", "many"):
+    for said in ("", "0", "4,2", "many", "\u00b2"):
         monkeypatch.setenv("OMP_NUM_THREADS", said)
         assert Limits().threads == 2, said       # unset or not one positive number: torch's 2
     with pytest.raises(ValueError, match="threads"):
         Limits(threads=1.5)
+    with pytest.raises(ValueError, match="below Limits.processes"):
+        Limits(threads=8, processes=8)
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(4)))
     assert [Limits(threads=t).shared_by(n).threads for t, n in ((2, 1), (2, 2), (2, 3), (2, 8), (8, 2))] == [2, 2, 1, 1, 2]
     assert Limits(threads=2, cpus=1.5).shared_by(2).cpus == 1.5   # only the threads change
-    with Worker("learner", Limits(threads=1), slot=19) as w:
-        assert w.send(cell("import torch\nassert torch.get_num_threads() == 1, torch.get_num_threads()"), 60)["error"] is None
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")   # the worker takes its limits' threads, not this process's
+    for threads in (1, 2):
+        with Worker("learner", Limits(threads=threads), slot=19) as w:
+            check = f"import torch\nassert torch.get_num_threads() == {threads}, torch.get_num_threads()"
+            assert w.send(cell(check), 60)["error"] is None, threads
 
 
 def test_a_worker_runs_cells_and_reports_builtin_errors():
