@@ -24,10 +24,12 @@ the sandbox mounts (course_utils.grader.sandbox.SYSTEM_DIRS). A helper process h
 the grader's own address space is untouched; it reads nothing that was not cached and exits when
 the pin is closed or the grader dies. Pages are mapped, not locked: memory pressure can still
 reclaim them (keep the workers' memory limits within the machine's memory). Mapping needs no
-privilege: a grader that is not root pins too where its workers' peaks are measured (the hub's root
-worker measures them: course_utils.grader.rootworker). Where no memory cgroup measures peaks (not
-Linux, no cgroup, a grader that is neither root nor given measured workers) nothing is pinned and
-the reason says why.
+privilege, but seeing which pages are cached does: Linux tells a user that every page of a file it may
+not write is cached (mincore; cachestat refuses), so a grader that is not root would read whole files
+from disk to "pin" them. The hub's instructor, whose workers' peaks the hub's root worker measures,
+pins through that root worker (course_utils.grader.rootworker: "pin"), which holds the mappings as
+root. Where no memory cgroup measures peaks (not Linux, no cgroup, a grader that is neither root nor
+given measured workers) nothing is pinned and the reason says why.
 """
 
 import json
@@ -96,6 +98,13 @@ def pin_environment(pid: int | None = None, measured: bool | None = None) -> Pin
     reason = _why_not(measured)
     if reason is not None:
         return Pin(reason)
+    from course_utils.grader import rootworker
+    if rootworker.through_sudo():   # the hub's instructor: only root sees what of root's files is cached
+        try:
+            proc, stats = rootworker.pin(pid, START_SECONDS)
+        except (OSError, ValueError, TimeoutError) as e:
+            return Pin(f"the hub's root worker could not pin ({type(e).__name__}: {str(e)[:200]})")
+        return Pin(None, proc, stats)
     env, system = folders()
     request = {"pid": pid, "env": [str(d) for d in env], "system": [str(d) for d in system]}
     try:
@@ -116,6 +125,13 @@ def pin_environment(pid: int | None = None, measured: bool | None = None) -> Pin
         proc.stdout.close()
         return Pin(f"its helper process failed ({type(e).__name__}: {str(e)[:200]})")
     return Pin(None, proc, stats)
+
+
+def hold(pid: int | None) -> dict:
+    """In this process: map the cached pages of folders()' files, those `pid` has mapped first, and keep
+    them mapped for this process's life (the hub's root worker pins this way). Returns the counts."""
+    env, system = folders()
+    return _hold({"pid": pid, "env": [str(d) for d in env], "system": [str(d) for d in system]})
 
 
 def _why_not(measured: bool | None) -> str | None:

@@ -23,6 +23,13 @@ lessons 05 and 06's memory checks are judged on the hub too.
     {"op": "reset_peak"} / {"op": "peak_bytes"} / {"op": "file_bytes"} -> {"value": ...}
     {"op": "forbid_processes"} / {"op": "allow_processes"}   -> {"value": true/false/null} (or "died", as send)
     {"op": "capabilities"}                                     -> {"isolation": "root", "warning": ..., "memory": ...}
+    {"op": "pin", "pid": 4243}                                 -> {"files": ..., "bytes": ..., "skipped": ..., "seconds": ...}
+
+A pin (course_utils.grader.pagecache) is made here, as root, and held by this process until the end of its
+input: only root sees which pages of root's files are cached (Linux tells a user that every page of a file
+it may not write is cached, so a pin made as the instructor read about 2.5 GB of files from disk and held
+them all). It walks root's own folders (pagecache.folders), first the files mapped by `pid`, which must be
+a process of the caller (the reference worker); the caller learns only the counts.
 
 What it trusts of its caller: nothing but these requests, checked (a Limits of numbers, a slot in
 range, a command that is a JSON object); it reads no file the caller names, and the code it is sent
@@ -73,7 +80,7 @@ def sudo_allowed() -> bool:
         return False
 
 
-def _through_sudo() -> bool:
+def through_sudo() -> bool:
     """Whether this grader's workers come from the hub's rule: $COURSE_ROOT_WORKER set, and not root."""
     return command() is not None and os.geteuid() != 0
 
@@ -81,21 +88,21 @@ def _through_sudo() -> bool:
 def learner_worker(limits: Limits, slot: int = 0):
     """The worker a learner's answers run in: a SudoWorker (the root sandbox) where $COURSE_ROOT_WORKER
     names the hub's rule and this grader is not root, else a Worker of mode "learner". Same methods."""
-    return SudoWorker(limits, slot) if _through_sudo() else Worker("learner", limits, slot)
+    return SudoWorker(limits, slot) if through_sudo() else Worker("learner", limits, slot)
 
 
 def reference_worker(limits: Limits):
     """The worker the instructor's notebook runs in: through the hub's rule (as learner_worker), a
     SudoWorker that runs it as this user in a memory cgroup root made, so its probes' peaks are
     measured; else a Worker of mode "reference"."""
-    return SudoWorker(limits, mode="reference") if _through_sudo() else Worker("reference", limits)
+    return SudoWorker(limits, mode="reference") if through_sudo() else Worker("reference", limits)
 
 
 def check_sandbox(limits: Limits) -> str | None:
     """worker.check_sandbox for the sandbox learner_worker() gives: through the hub's rule, the root
     worker's own warning (None: the full sandbox), and SandboxUnavailable, naming the cause and the fix,
     where the rule is named but does not work: it fails closed, never into a weaker sandbox unasked."""
-    if not _through_sudo():
+    if not through_sudo():
         return worker_check_sandbox(limits)
     if not sudo_allowed():
         raise SandboxUnavailable(f"$COURSE_ROOT_WORKER names the hub's grading sandbox ({command()[-1]}), but sudo does not "
@@ -158,6 +165,18 @@ def _account(uid: int) -> bool:
         return False
 
 
+def _pin(request: dict) -> dict:
+    """Map the cached pages of the shared files in this process (kept until it exits); the first files are
+    those mapped by the caller's process request["pid"]."""
+    from course_utils.grader import pagecache
+    pid = request.get("pid")
+    if type(pid) is not int or pid <= 0:
+        raise ValueError("pin needs the pid of one of the caller's processes")
+    if os.stat(f"/proc/{pid}").st_uid != _caller():
+        raise ValueError(f"process {pid} is not the caller's")
+    return pagecache.hold(pid)
+
+
 def _serve(worker, request: dict) -> dict:
     op = request.get("op")
     if op == "send":
@@ -191,7 +210,7 @@ def main() -> int:
         print(json.dumps({"error": "the root worker runs as root (through the hub's sudo rule)"}), flush=True)
         return 2
     os.environ["PATH"] = SYSTEM_PATH   # what root runs (unshare, setpriv) is the system's, whatever sudo passed on
-    worker = None
+    worker, pinned = None, False
     try:
         for line in sys.stdin:
             try:
@@ -202,6 +221,16 @@ def main() -> int:
                 reply = {"error": "a request is one JSON object per line"}
             elif request.get("op") == "capabilities":
                 reply = {"isolation": isolation(), "warning": isolation_warning(), "memory": measures_memory()}
+            elif request.get("op") == "pin":
+                if worker is not None or pinned:
+                    reply = {"error": "this root worker serves one worker or one pin"}
+                else:
+                    try:
+                        reply, pinned = _pin(request), True
+                    except (ValueError, TypeError, OSError) as e:
+                        reply = {"error": f"{type(e).__name__}: {e}"}
+            elif pinned:
+                reply = {"error": "this root worker holds a pin: close its input to let it go"}
             elif request.get("op") == "start":
                 if worker is not None:
                     reply = {"error": "this root worker has started its worker already"}
@@ -229,6 +258,26 @@ def main() -> int:
 
 
 # --- the grader's side --------------------------------------------------------------------------------
+
+def pin(pid: int, seconds: float) -> tuple[subprocess.Popen, dict]:
+    """A page-cache pin made by root through command() (see "pin" above): (the process that holds it: close
+    its stdin to end it, its first answer). Raises OSError, ValueError (its answer was an error or no
+    JSON object) or TimeoutError (no answer in `seconds`)."""
+    from course_utils.grader.pagecache import _read_line
+    proc = subprocess.Popen(command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    try:
+        proc.stdin.write((json.dumps({"op": "pin", "pid": pid}) + "\n").encode())
+        proc.stdin.flush()
+        answer = json.loads(_read_line(proc, seconds))
+        if type(answer) is not dict or "files" not in answer:
+            raise ValueError(answer.get("error", "not a summary") if type(answer) is dict else "not a summary")
+    except BaseException:
+        proc.kill()   # sudo passes the signal on to the root side
+        proc.wait()
+        raise
+    return proc, answer
+
 
 class SudoWorker:
     """A worker run by command() through sudo, with Worker's methods: a learner's with the root sandbox's

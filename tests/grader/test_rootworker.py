@@ -221,8 +221,48 @@ def test_the_hub_grader_judges_lesson_05s_memory_by_the_kernel(rule):
     assert done.returncode == 0, done.stderr[-3000:]
     out = json.loads(done.stdout.strip().splitlines()[-1])
     assert out["reference"] == "SudoWorker" and all(type(p) is int for p in out["peaks"].values()), out
-    assert out["pin"].startswith("pinned"), out["pin"]   # the grader, not root, maps the shared files' cache
+    assert out["pin"].startswith("pinned"), out["pin"]   # root pins for the grader, who cannot see what is cached
     assert out["solved"]["score"] == out["solved"]["points"] and not out["solved"]["notes"], out["solved"]
     lost = out["cheat"]["messages"]
     assert out["cheat"]["score"] < out["cheat"]["points"], out["cheat"]
     assert any(cheat["feedback"] in message for message in lost.values()), lost
+
+
+# Run as nobody: a page-cache pin, as the hub's grader makes one after its reference run.
+PIN_AS_INSTRUCTOR = r"""
+import json, os
+from course_utils.grader import pagecache
+pin = pagecache.pin_environment(os.getpid(), True)
+print(json.dumps({"summary": pin.summary(), "active": pin.active}))
+pin.close()
+"""
+
+
+def cached_bytes(path: Path) -> int:
+    done = subprocess.run(["fincore", "--bytes", "--noheadings", "--output", "RES", str(path)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return int(done.stdout.strip())
+
+
+def test_the_hub_graders_pin_is_made_by_root_and_reads_no_file_that_was_not_cached(rule):
+    """Linux tells a user that every page of a file it may not write is cached, so a pin made as the instructor
+    read whole files of the environment from disk (about 2.5 GB, 100 s). Through the rule root pins: a file of
+    the environment that is not in the cache stays out of it."""
+    _, script, _ = rule
+    if shutil.which("fincore") is None:
+        pytest.skip("no fincore here (Debian: apt-get install util-linux)")
+    probe = ROOT / "course_utils" / f"_pin_probe_{os.getpid()}.py"   # a .py of the environment: among the first walked
+    try:
+        with open(probe, "wb") as f:
+            f.write(b"#" * (8 << 20) + b"\n")
+            f.flush()
+            os.fsync(f.fileno())
+            os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+        assert cached_bytes(probe) == 0
+        done = as_nobody([sys.executable, "-c", PIN_AS_INSTRUCTOR], {"COURSE_ROOT_WORKER": str(script)})
+        assert done.returncode == 0, done.stderr[-3000:]
+        out = json.loads(done.stdout.strip().splitlines()[-1])
+        assert out["active"] and out["summary"].startswith("pinned"), out
+        assert cached_bytes(probe) == 0, "the pin read a file that was not in the cache"
+    finally:
+        probe.unlink(missing_ok=True)
