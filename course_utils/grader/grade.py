@@ -37,12 +37,12 @@ import time
 from dataclasses import astuple, dataclass, field
 from pathlib import Path
 
-from course_utils.grader import feedback, pagecache
+from course_utils.grader import feedback
 from course_utils.judging import raised_name
 from course_utils.exercises import STUB
 from course_utils.grader.lessonfile import Cell, Lesson, learner_version, load_lesson
 from course_utils.grader.capabilities import measures_memory
-from course_utils.grader.rootworker import learner_worker, reference_worker
+from course_utils.grader.rootworker import learner_worker, pin_environment, reference_worker
 from course_utils.grader.worker import Limits, Overloaded, WorkerDied
 from course_utils.grader.workerclock import BACKSTOP
 
@@ -74,7 +74,7 @@ class Reference:
                 self._run()
                 if self.pin is None:
                     measured = any(type(p) is int for p in self.peaks.values())   # its probes' peaks, by a cgroup
-                    self.pin = pagecache.pin_environment(self.worker.pid, measured)
+                    self.pin = pin_environment(self.worker.pid, measured)
                     if (self.worker.file_bytes() or 0) > COLD_BYTES:   # its peaks counted a cold page cache
                         self.worker.kill()
                         self.peaks.clear()

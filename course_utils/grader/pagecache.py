@@ -27,8 +27,8 @@ reclaim them (keep the workers' memory limits within the machine's memory). Mapp
 privilege, but seeing which pages are cached does: Linux tells a user that every page of a file it may
 not write is cached (mincore; cachestat refuses), so a grader that is not root would read whole files
 from disk to "pin" them. The hub's instructor, whose workers' peaks the hub's root worker measures,
-pins through that root worker (course_utils.grader.rootworker: "pin"), which holds the mappings as
-root. Where no memory cgroup measures peaks (not Linux, no cgroup, a grader that is neither root nor
+pins through that root worker (course_utils.grader.rootworker.pin_environment), which holds the
+mappings as root. Where no memory cgroup measures peaks (not Linux, no cgroup, a grader that is neither root nor
 given measured workers) nothing is pinned and the reason says why.
 """
 
@@ -77,8 +77,11 @@ class Pin:
             proc.stdin.close()   # the helper exits at the end of its input
             proc.wait(timeout=10)
         except (OSError, subprocess.TimeoutExpired):
-            proc.kill()
-            proc.wait()
+            try:
+                proc.kill()   # a pin held by root (the hub's root worker) cannot be signalled: it ends at EOF
+                proc.wait()
+            except OSError:
+                pass
         proc.stdout.close()
         self.reason = "closed"
 
@@ -98,13 +101,6 @@ def pin_environment(pid: int | None = None, measured: bool | None = None) -> Pin
     reason = _why_not(measured)
     if reason is not None:
         return Pin(reason)
-    from course_utils.grader import rootworker
-    if rootworker.through_sudo():   # the hub's instructor: only root sees what of root's files is cached
-        try:
-            proc, stats = rootworker.pin(pid, START_SECONDS)
-        except (OSError, ValueError, TimeoutError) as e:
-            return Pin(f"the hub's root worker could not pin ({type(e).__name__}: {str(e)[:200]})")
-        return Pin(None, proc, stats)
     env, system = folders()
     request = {"pid": pid, "env": [str(d) for d in env], "system": [str(d) for d in system]}
     try:
@@ -131,7 +127,20 @@ def hold(pid: int | None) -> dict:
     """In this process: map the cached pages of folders()' files, those `pid` has mapped first, and keep
     them mapped for this process's life (the hub's root worker pins this way). Returns the counts."""
     env, system = folders()
-    return _hold({"pid": pid, "env": [str(d) for d in env], "system": [str(d) for d in system]})
+    stats = _hold({"pid": pid, "env": [str(d) for d in env], "system": [str(d) for d in system]})
+    _give_back_memory()
+    return stats
+
+
+def _give_back_memory() -> None:
+    """The walk's lists are garbage once the pages are mapped: give their memory back to the system."""
+    import ctypes
+    import gc
+    gc.collect()
+    try:
+        ctypes.CDLL(None).malloc_trim(0)
+    except AttributeError:
+        pass
 
 
 def _why_not(measured: bool | None) -> str | None:
@@ -265,12 +274,13 @@ def _hold(request: dict) -> dict:
     files = total = skipped = 0
     for path in _candidates(request.get("pid"), request.get("env", []), request.get("system", [])):
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOATIME)   # root, or the owner: no atime writes
+            # never through a link, never waiting on a FIFO (a mapped file's path is the caller's process's)
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOATIME | os.O_NOFOLLOW | os.O_NONBLOCK)   # root, or the owner: no atime writes
         except OSError as e:
             if e.errno != errno.EPERM:   # EPERM: O_NOATIME on another's file; read it without
                 continue
             try:
-                fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+                fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
             except OSError:
                 continue
         try:
@@ -313,15 +323,9 @@ def _hold(request: dict) -> dict:
 
 
 def main() -> None:
-    import ctypes
-    import gc
     request = json.loads(sys.stdin.buffer.readline() or b"{}")
     stats = _hold(request)
-    gc.collect()
-    try:
-        ctypes.CDLL(None).malloc_trim(0)   # the walk's lists are garbage now: give their memory back
-    except AttributeError:
-        pass
+    _give_back_memory()
     sys.stdout.write(json.dumps(stats) + "\n")
     sys.stdout.flush()
     while sys.stdin.buffer.read(65536):   # until the grader closes the pin, or dies

@@ -8,8 +8,8 @@ the instructor run exactly one command as root, without a password and without a
 
     sudo -n $COURSE_ROOT_WORKER      # STATE/rootworker, root's: python -I -m course_utils.grader.rootworker
 
-It serves one worker, driven by the grader through this process's stdin and stdout, one JSON line
-each way: a learner's (a course_utils.grader.worker.Worker built as root: its own uid, memory, pids and
+It serves one worker (or holds one page-cache pin, below), driven by the grader through this process's
+stdin and stdout, one JSON line each way: a learner's (a course_utils.grader.worker.Worker built as root: its own uid, memory, pids and
 CPU cgroups, peaks read by the kernel), or the reference run (the instructor's notebook) as the
 instructor, the user who ran sudo (SUDO_UID): root never runs a notebook the instructor can edit as
 root, but puts the instructor's process in a memory cgroup of its own and gives it that cgroup's
@@ -28,11 +28,13 @@ lessons 05 and 06's memory checks are judged on the hub too.
 A pin (course_utils.grader.pagecache) is made here, as root, and held by this process until the end of its
 input: only root sees which pages of root's files are cached (Linux tells a user that every page of a file
 it may not write is cached, so a pin made as the instructor read about 2.5 GB of files from disk and held
-them all). It walks root's own folders (pagecache.folders), first the files mapped by `pid`, which must be
-a process of the caller (the reference worker); the caller learns only the counts.
+them all). It walks root's own folders (pagecache.folders), first the files mapped by `pid` (or null), which
+must be a process of the caller (the reference worker); the caller learns only the counts.
 
 What it trusts of its caller: nothing but these requests, checked (a Limits of numbers, a slot in
-range, a command that is a JSON object); it reads no file the caller names, and the code it is sent
+range, a command that is a JSON object); it reads no file the caller names (a pin reads the maps of the
+caller's own process and maps, of the files listed there, regular files in root's own folders, never
+through a link), and the code it is sent
 runs in the sandbox as the learner's uid, or (a reference) outside it as the caller's own uid, as the
 caller could run it anyway. -I keeps the caller's folder and PYTHON* variables out of root's imports,
 and it sets its own PATH (the system's folders): sudo may pass on the caller's. It refuses to start a
@@ -170,9 +172,9 @@ def _pin(request: dict) -> dict:
     those mapped by the caller's process request["pid"]."""
     from course_utils.grader import pagecache
     pid = request.get("pid")
-    if type(pid) is not int or pid <= 0:
-        raise ValueError("pin needs the pid of one of the caller's processes")
-    if os.stat(f"/proc/{pid}").st_uid != _caller():
+    if pid is not None and (type(pid) is not int or pid <= 0):
+        raise ValueError("pin takes the pid of one of the caller's processes, or null")
+    if pid is not None and os.stat(f"/proc/{pid}").st_uid != _caller():
         raise ValueError(f"process {pid} is not the caller's")
     return pagecache.hold(pid)
 
@@ -259,24 +261,33 @@ def main() -> int:
 
 # --- the grader's side --------------------------------------------------------------------------------
 
-def pin(pid: int, seconds: float) -> tuple[subprocess.Popen, dict]:
-    """A page-cache pin made by root through command() (see "pin" above): (the process that holds it: close
-    its stdin to end it, its first answer). Raises OSError, ValueError (its answer was an error or no
-    JSON object) or TimeoutError (no answer in `seconds`)."""
-    from course_utils.grader.pagecache import _read_line
+def pin_environment(pid: int | None, measured: bool | None = None):
+    """The page-cache pin for this grader (a course_utils.grader.pagecache.Pin): made by root through command()
+    where this grader's workers come from the hub's rule (see "pin" above: only root sees which pages of
+    root's files are cached), else pagecache.pin_environment. A pin that cannot be made has a reason."""
+    from course_utils.grader import pagecache
+    if not through_sudo():
+        return pagecache.pin_environment(pid, measured)
     proc = subprocess.Popen(command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                             start_new_session=True)
     try:
         proc.stdin.write((json.dumps({"op": "pin", "pid": pid}) + "\n").encode())
         proc.stdin.flush()
-        answer = json.loads(_read_line(proc, seconds))
+        answer = json.loads(pagecache._read_line(proc, pagecache.START_SECONDS))
         if type(answer) is not dict or "files" not in answer:
             raise ValueError(answer.get("error", "not a summary") if type(answer) is dict else "not a summary")
-    except BaseException:
-        proc.kill()   # sudo passes the signal on to the root side
-        proc.wait()
-        raise
-    return proc, answer
+    except (OSError, ValueError, TimeoutError) as e:
+        for pipe in (proc.stdin, proc.stdout):   # root's side cannot be signalled: it ends at the end of its input
+            try:
+                pipe.close()
+            except OSError:
+                pass
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+        return pagecache.Pin(f"the hub's root worker could not pin ({type(e).__name__}: {str(e)[:200]})")
+    return pagecache.Pin(None, proc, answer)
 
 
 class SudoWorker:
