@@ -351,8 +351,8 @@ _atexit_registered: list[bool] = []   # _close_references, registered once per p
 @contextlib.contextmanager
 def reference_for(path: Path, limits: Limits):
     """with reference_for(path, limits) as reference: one Reference per instructor notebook (and its
-    modification time, and the limits it runs under: torch's threads shape its peaks), shared by the gradings of a process while they run and for REFERENCE_IDLE_SECONDS
-    after the last one ends, then closed: a process that lives on after grading (JupyterLab's server,
+    modification time, and the limits it runs under: torch's threads shape its peaks), shared by the
+    gradings of a process while they run and for REFERENCE_IDLE_SECONDS after the last one ends, then closed: a process that lives on after grading (JupyterLab's server,
     where Formgrader autogrades) keeps no worker or pinned page cache; the rest end with the process."""
     path = Path(path).resolve()
     key = (str(path), path.stat().st_mtime_ns, astuple(limits))

@@ -28,8 +28,8 @@ privilege, but seeing which pages are cached does: Linux tells a user that every
 not write is cached (mincore; cachestat refuses), so a grader that is not root would read whole files
 from disk to "pin" them. The hub's instructor, whose workers' peaks the hub's root worker measures,
 pins through that root worker (course_utils.grader.rootworker.pin_environment), which holds the
-mappings as root. Where no memory cgroup measures peaks (not Linux, no cgroup, a grader that is neither root nor
-given measured workers) nothing is pinned and the reason says why.
+mappings as root. Where no memory cgroup measures peaks (not Linux, no cgroup, a grader that is neither
+root nor given measured workers) nothing is pinned and the reason says why.
 """
 
 import json
@@ -274,8 +274,9 @@ def _hold(request: dict) -> dict:
     files = total = skipped = 0
     for path in _candidates(request.get("pid"), request.get("env", []), request.get("system", [])):
         try:
-            # never through a link, never waiting on a FIFO (a mapped file's path is the caller's process's)
-            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOATIME | os.O_NOFOLLOW | os.O_NONBLOCK)   # root, or the owner: no atime writes
+            # O_NOATIME: root, or the owner, writes no access times; never through a link, never waiting on a
+            # FIFO (a mapped file's path comes from the caller's process)
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOATIME | os.O_NOFOLLOW | os.O_NONBLOCK)
         except OSError as e:
             if e.errno != errno.EPERM:   # EPERM: O_NOATIME on another's file; read it without
                 continue

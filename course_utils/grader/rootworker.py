@@ -8,9 +8,9 @@ the instructor run exactly one command as root, without a password and without a
 
     sudo -n $COURSE_ROOT_WORKER      # STATE/rootworker, root's: python -I -m course_utils.grader.rootworker
 
-It serves one worker (or holds one page-cache pin, below), driven by the grader through this process's
-stdin and stdout, one JSON line each way: a learner's (a course_utils.grader.worker.Worker built as root: its own uid, memory, pids and
-CPU cgroups, peaks read by the kernel), or the reference run (the instructor's notebook) as the
+It serves one worker (or holds one page-cache pin, below), driven by the grader through this
+process's stdin and stdout, one JSON line each way: a learner's (a course_utils.grader.worker.Worker
+built as root: its own uid, memory, pids and CPU cgroups, peaks read by the kernel), or the reference run (the instructor's notebook) as the
 instructor, the user who ran sudo (SUDO_UID): root never runs a notebook the instructor can edit as
 root, but puts the instructor's process in a memory cgroup of its own and gives it that cgroup's
 peak files alone, so that the reference measures its probes' peaks as a root grader's does and
