@@ -10,7 +10,8 @@ function, not as a traceback:
 Any other exception keeps its full traceback. The grader recognises an untouched answer by the same
 line (course_utils.grader.grade). A demonstration cell that runs an exercise's code wraps it in
 `with uses_your_code():`, so that before the exercise is written it prints that line and Run All
-goes on.
+goes on. When a learner's code raises, feedback names the exception only by a built-in class
+(raised_name).
 """
 
 import contextlib
@@ -35,6 +36,19 @@ def not_attempted_line(error: BaseException) -> str | None:
         tb = tb.tb_next
     what = f": {name}" if name and not name.startswith("<") else ""
     return f"{NOT_ATTEMPTED}{what} (write it in its exercise cell, run that cell, then this one)"
+
+
+def raised_name(names) -> str:
+    """For a judge (course_utils.judging) and the grader: the first built-in exception class among
+    the names a learner's code raised, or a generic phrase. A class the learner's code defined is
+    never named: no text from the learner's process reaches the feedback. Here, not in judging,
+    because the grader's own process (every nbgrader command) must not import torch for it."""
+    import builtins
+    for n in names if type(names) in (list, tuple) else ():
+        cls = getattr(builtins, n, None) if type(n) is str else None
+        if isinstance(cls, type) and issubclass(cls, BaseException):
+            return n
+    return "an exception of the code's own type"
 
 
 def show_stubs_in_one_line(shell) -> None:

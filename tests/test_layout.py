@@ -1,7 +1,7 @@
 """course_utils' layout holds: what notebooks import at the top, the grader in grader/, the authors'
 tools in authoring/; the import graph has no cycle and points one way; no module writes another's
-globals except through the documented hook; a plain (non-editable) install ships every subpackage;
-each grading constant is read from its one place."""
+globals except through the documented hook; the grader's own process never imports torch; a plain
+(non-editable) install ships every subpackage; each grading constant is read from its one place."""
 
 import ast
 import os
@@ -91,6 +91,27 @@ def test_imports_point_one_way():
                     f"{name} (what notebooks import) imports {target}"
             if name.startswith("course_utils.grader"):
                 assert not target.startswith("course_utils.authoring"), f"{name} imports {target}"
+
+
+# What the grader's own process imports: nbgrader_config.py (every nbgrader command, a learner's Validate
+# included, loads it) and the grader's commands. Only the workers run torch, in processes of their own.
+GRADER_SIDE = ["course_utils.grader.preprocessors", "course_utils.grader.gradefolder",
+               "course_utils.grader.classgrades", "course_utils.grader.autograde_lesson"]
+
+
+def test_the_graders_own_process_never_imports_torch():
+    """Importing torch costs about 1.3 s of CPU: every nbgrader command would pay it (each autograde,
+    feedback, release, Validate) although only the sandboxed workers run torch."""
+    code = ("import sys, traitlets.config; "
+            "ns = {'get_config': traitlets.config.get_config, '__file__': sys.argv[1]}; "
+            "exec(compile(open(sys.argv[1]).read(), sys.argv[1], 'exec'), ns); "
+            f"import {', '.join(GRADER_SIDE)}; "
+            "print(sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.')))")
+    done = subprocess.run([sys.executable, "-c", code, str(ROOT / "nbgrader_config.py")], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "[]", ("the grader's own process imports torch (import what it needs from a "
+                                         f"module that does not import torch): {done.stdout.strip()[:300]}")
 
 
 def test_no_module_writes_another_modules_globals_but_the_documented_hook():

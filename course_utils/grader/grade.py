@@ -38,8 +38,7 @@ from dataclasses import astuple, dataclass, field
 from pathlib import Path
 
 from course_utils.grader import feedback
-from course_utils.judging import raised_name
-from course_utils.exercises import STUB
+from course_utils.exercises import STUB, raised_name   # not from course_utils.judging: it imports torch
 from course_utils.grader.lessonfile import Cell, Lesson, learner_version, load_lesson
 from course_utils.grader.capabilities import measures_memory
 from course_utils.grader.rootworker import learner_worker, pin_environment, reference_worker
