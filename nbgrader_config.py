@@ -90,6 +90,12 @@ c.GenerateFeedback.preprocessors = [GetGrades, HideTestsInFeedback, CSSHTMLHeade
 from course_utils.grader.reports import SafeMarkdown  # noqa: E402
 c.HTMLExporter.sanitize_html = True
 c.HTMLExporter.filters = {"markdown2html": SafeMarkdown}
+# The lessons' math on those pages is MathML made with the page (SafeMarkdown: course_utils.grader.mathml), and the
+# pages' mathjax() macro comes from course_utils/grader/templates/NAME/mathjax.html.j2, not from nbconvert (MathJax
+# from a CDN): nothing is fetched, no script runs. nbconvert looks in the folders named after the template
+# (formgrade, feedback) in these folders first; this file is read after the Formgrader sets its own list.
+from course_utils.grader.mathml import PAGE_TEMPLATES  # noqa: E402
+c.HTMLExporter.extra_template_basedirs = PAGE_TEMPLATES
 # `nbgrader validate` and the Validate button run the student's own notebook in a normal kernel.
 validate_like_grading(c)   # the grader's limit per cell: Validate stops a cell where grading would
 # Huge outputs (a print in a loop) are cut, so feedback stays readable.

@@ -157,8 +157,8 @@ def test_each_grading_constant_is_read_from_its_one_place():
 
 @pytest.mark.slow
 def test_a_plain_install_ships_the_grader_and_the_authoring_tools(tmp_path):
-    """`pip install .` (not editable) from a copy of the package: every module of every subpackage is
-    in the installed course_utils, and course_utils.grader imports from there."""
+    """`pip install .` (not editable) from a copy of the package: every module of every subpackage, and
+    the grader's page templates, are in the installed course_utils, and course_utils.grader imports from there."""
     src = tmp_path / "src"
     src.mkdir()
     (src / "pyproject.toml").write_text((ROOT / "pyproject.toml").read_text())
@@ -171,11 +171,11 @@ def test_a_plain_install_ships_the_grader_and_the_authoring_tools(tmp_path):
     subprocess.run([str(python), "-m", "pip", "install", "--no-deps", "-q", str(wheel)], check=True, capture_output=True)
     code = ("import pathlib, course_utils, course_utils.grader.lessonfile, course_utils.authoring; "
             "root = pathlib.Path(course_utils.__file__).parent; "
-            "print('\\n'.join(str(p.relative_to(root)) for p in root.rglob('*.py')))")
+            "print('\\n'.join(str(p.relative_to(root)) for p in root.rglob('*') if p.suffix in ('.py', '.j2')))")
     out = subprocess.run([str(python), "-c", code], check=True, capture_output=True, text=True, cwd=tmp_path)
     installed = set(out.stdout.split())
     assert "grader/lessonfile.py" in installed
-    wanted = {str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py")}
+    wanted = {str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*") if p.suffix in (".py", ".j2")}   # .j2: templates
     assert wanted <= installed, f"missing from the installed package: {sorted(wanted - installed)}"
 
 

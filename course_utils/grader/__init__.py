@@ -19,6 +19,7 @@ ever points to a module above it in this list):
     review        a static read of the answers that names, for the instructor, code reaching outside
     preprocessors nbgrader's preprocessors for nbgrader_config.py (`nbgrader autograde` uses grade)
     reports       grades.csv and feedback pages, written without ever losing earlier results
+    mathml        the math of feedback pages and the Formgrader as MathML: no script, nothing fetched
     gradefolder   `bash course.sh grade`: a folder of submissions -> grades.csv + feedback
     classgrades   `bash course.sh grades`: several machines' grades.csv merged; a Moodle import CSV
     autograde_lesson  the instructor's server: every submission of a lesson autograded in one press

@@ -24,7 +24,8 @@ A learner's text is inert wherever it is written or shown:
 - in the HTML of nbgrader's Formgrader and feedback pages (nbgrader_config.py): SafeMarkdown, the
   markdown filter of nbconvert's HTMLExporter that both use, keeps only the tags, attributes and
   links that markdown makes (safe_html()), so a written answer's <script>, event handlers,
-  javascript: links, styles and forms show as text or go.
+  javascript: links, styles and forms show as text or go; its math is MathML of MathML's own
+  elements only (course_utils.grader.mathml).
 """
 
 from __future__ import annotations
@@ -158,7 +159,8 @@ class SafeMarkdown(LoggingConfigurable):
     jinja_pass_arg = jinja2.pass_context(lambda: None).jinja_pass_arg   # Jinja gives the filter its context
 
     def __call__(self, context, source) -> str:
-        return safe_html(self.parent.markdown2html(context, source))
+        from course_utils.grader.mathml import markdown_html   # math as MathML, drawn with no script
+        return markdown_html(self.parent, context, source, clean=safe_html)
 
 
 def shown(path) -> str:

@@ -13,6 +13,9 @@ In the Formgrader's submission view (the instructor's own server) and in the fee
 `nbgrader generate_feedback`, both opened in Chromium, none runs and the answer reads as text, while
 what nbgrader's templates put in a page for it without the course's configuration (nbconvert's
 markdown2html) runs all four in the same browser.
+
+Both pages draw the lesson's math with nothing fetched from outside the machine (there may be no
+internet): MathML made with the page, no MathJax (course_utils.grader.mathml).
 """
 
 import csv
@@ -20,6 +23,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from urllib.parse import urlparse
 
 import nbformat
 import pytest
@@ -190,3 +194,37 @@ def test_a_written_answer_runs_no_script_in_formgrader_or_feedback(browser, form
             "the feedback shows the written answer, its script as text"
     finally:
         page.close()
+
+
+def math_in_markdown(nb: nbformat.NotebookNode) -> int:
+    from course_utils.grader.mathml import math_in
+    return sum(len(math_in(c.source)) for c in nb.cells if c.cell_type == "markdown")
+
+
+def test_the_lessons_math_is_drawn_with_nothing_fetched_in_formgrader_and_feedback(browser, formgrader, graded):
+    course = graded[0]
+    nbgrader_cli.feedback(course, NAME)
+    want = math_in_markdown(nbformat.read(course / "autograded" / "ada" / NAME / f"{NAME}.ipynb", as_version=4))
+    assert want >= 5, f"{NAME} has only {want} pieces of math: pick a lesson with math"
+    for where, url, login in (
+            ("the Formgrader", formgrader.base + f"/formgrader/submissions/{submission_id(course, 'ada')}/",
+             formgrader.url("/lab")),
+            ("the feedback page", (course / "feedback" / "ada" / NAME / f"{NAME}.html").as_uri(), None)):
+        page = browser.new_page()
+        try:
+            if login:
+                page.goto(login)
+            fetched: list[str] = []
+            page.on("request", lambda r: fetched.append(r.url))
+            page.goto(url, wait_until="load")
+            page.wait_for_timeout(500)
+            drawn = page.evaluate("() => [...document.querySelectorAll('math')].map(m => m.getBoundingClientRect())"
+                                  ".map(r => [r.width, r.height])")
+            assert len(drawn) >= want, f"{where}: {len(drawn)} math elements for {want} pieces of math in the markdown"
+            assert all(w > 0 and h > 0 for w, h in drawn), f"{where}: math not drawn: {drawn[:5]}"
+            assert "\\partial" not in page.inner_text("body"), f"{where}: raw TeX on the page"
+            outside = [u for u in fetched if urlparse(u).scheme not in ("file", "data", "blob")
+                       and urlparse(u).hostname not in ("127.0.0.1", "localhost")]
+            assert not outside, f"{where} fetched from outside the machine: {outside}"
+        finally:
+            page.close()

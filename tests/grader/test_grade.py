@@ -429,6 +429,9 @@ def test_nbgrader_autograde_is_protected(tmp_path):
     assert "marker" in feedback, "the feedback of an answer holding nbgrader's markers is written too"
     for student, page in feedback.items():
         assert "def expect" not in page and "def judge" not in page and "CASES" not in page
+        # the lesson's math is MathML made with the page: nothing fetched, no script (course_utils.grader.mathml)
+        assert "<math" in page and "\\partial" not in page, f"{student}: the math is not MathML"
+        assert "MathJax" not in page and "cdnjs" not in page, f"{student}: the page loads MathJax from a CDN"
         if student != "marker":  # that learner's own answer holds the words
             assert "BEGIN HIDDEN" not in page
 

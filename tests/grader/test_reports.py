@@ -218,7 +218,8 @@ def test_nbgraders_pages_show_a_written_answer_as_text_with_the_courses_config(t
     assert "&lt;script&gt;document.title='pwned-script'&lt;/script&gt;" in body, "the script shows as text"
     assert "<img" not in body, "no image: it would fetch an address of the learner's choosing"
     for kept in ("<h2>A heading", "<em>emphasis</em>", "<code>a&lt;b</code>", '<a href="https://pytorch.org">a link</a>',
-                 '<th style="text-align:left;">a</th>', '<span class="o">', "$x^2$", "<kbd>Shift</kbd>",
+                 '<th style="text-align:left;">a</th>', '<span class="o">', "<kbd>Shift</kbd>",
+                 '<msup><mi>x</mi><mn>2</mn></msup>',   # $x^2$ as MathML (course_utils.grader.mathml)
                  '<span style="color:#d62728;"><strong>red</strong></span>'):
         assert kept in body, f"{kept!r} not in {template}"
 
