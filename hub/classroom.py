@@ -2,7 +2,7 @@
 
     bash course.sh hub [--roster students.csv] [--instructor NAME] [--port 8000] [--ip ADDRESS]
                        [--ssl-cert CERT.pem --ssl-key KEY.pem] [--idle-minutes 60]
-                       [--learner-memory-mb 2048] [--learner-cpus 1]
+                       [--learner-memory-mb 2048] [--learner-cpus 1] [--service]
 
 What it does, each step idempotent (run it again after editing the roster):
 - Unix accounts: the instructor (a JupyterHub admin) and one learner per roster row (nbgrader's
@@ -24,7 +24,9 @@ What it does, each step idempotent (run it again after editing the roster):
 - The instructor's sources in the repository (SOURCES) lose their permissions for other users.
 - configurable-http-proxy (CHP_VERSION) from npm, into STATE/proxy.
 Then `jupyterhub -f hub/jupyterhub_config.py` replaces this process (Ctrl-C stops the hub and every
-single-user server). STATE is $HUB_STATE, else hub/state in the repository.
+single-user server). STATE is $HUB_STATE, else hub/state in the repository. With --service, it only
+writes the systemd unit /etc/systemd/system/backprop-course-hub.service that runs this command with
+the same options (each spelled out) at boot and after a failure, enables and starts it.
 """
 
 import argparse
@@ -55,6 +57,9 @@ DEFAULT_LEARNER_CPUS = 1.0         # cores each learner's processes may use toge
 DEFAULT_IDLE_MINUTES = 60   # jupyterhub-idle-culler stops a server unused for this long (hub/jupyterhub_config.py)
 CHP_VERSION = "5.3.0"   # configurable-http-proxy, from npm
 SUDOERS_DIR = Path("/etc/sudoers.d")
+SERVICE = "backprop-course-hub"   # `bash course.sh hub --service`: the systemd unit that starts the hub at boot
+UNIT_DIR = Path("/etc/systemd/system")
+SYSTEMD_RUNNING = Path("/run/systemd/system")   # exists where systemd is the init (sd_booted's test)
 # A path a sudoers rule can name as it is: no space, nothing sudoers would need escaped (, : = \ # " and the like).
 SUDOERS_PATH = re.compile(r"[A-Za-z0-9_.+/-]+")
 # What `COURSE_ROLE=instructor bash course.sh lab` puts first in JUPYTER_CONFIG_PATH: nbgrader's
@@ -462,6 +467,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
                         "0: no memory, process or CPU limit)")
     p.add_argument("--learner-cpus", type=float, default=os.environ.get("HUB_LEARNER_CPUS") or str(DEFAULT_LEARNER_CPUS),
                    help=f"cores one learner's processes may use together ($HUB_LEARNER_CPUS; default: {DEFAULT_LEARNER_CPUS:g})")
+    p.add_argument("--service", action="store_true",
+                   help=f"install the hub, with these options, as the systemd service {SERVICE} that starts at boot "
+                        "and after a failure, and start it now (its log: journalctl -u " + SERVICE + ")")
     args = p.parse_args(argv)
     if args.learner_memory_mb < 0 or 0 < args.learner_memory_mb < 256:
         raise BadInput(f"--learner-memory-mb {args.learner_memory_mb}: give 256 or more (a JupyterLab and a kernel "
@@ -479,7 +487,58 @@ def parse(argv: list[str]) -> argparse.Namespace:
             raise BadInput(f"{option} {path}: no such file")
     if args.ssl_cert is not None:
         args.ssl_cert, args.ssl_key = args.ssl_cert.resolve(), args.ssl_key.resolve()
+    args.roster = args.roster.absolute()
     return args
+
+
+# --- the hub as a systemd service -----------------------------------------------------------------
+
+def _unit_word(word: str, command: bool = True) -> str:
+    """One word of a unit's ExecStart= (command) or Environment=, as systemd reads it back: double-quoted,
+    systemd's specifiers (%) doubled, and in a command its variables ($) too."""
+    word = word.replace("\\", "\\\\").replace('"', '\\"').replace("%", "%%")
+    return '"' + (word.replace("$", "$$") if command else word) + '"'
+
+
+def hub_options(args: argparse.Namespace) -> list[str]:
+    """The options of `bash course.sh hub` that give these args, each spelled out (not left to $HUB_*)."""
+    options = ["--roster", str(args.roster), "--instructor", args.instructor, "--port", str(args.port),
+               "--ip", args.ip, "--idle-minutes", str(args.idle_minutes),
+               "--learner-memory-mb", str(args.learner_memory_mb), "--learner-cpus", f"{args.learner_cpus:g}"]
+    if args.ssl_cert is not None:
+        options += ["--ssl-cert", str(args.ssl_cert), "--ssl-key", str(args.ssl_key)]
+    return options
+
+
+def service_unit(args: argparse.Namespace, state: Path) -> str:
+    """The systemd unit that runs `bash course.sh hub` with args' options (as root, HUB_STATE=state):
+    at boot, and again 10 s after it ended with an error. The roster is read again at each start."""
+    command = " ".join(_unit_word(w) for w in ["/bin/bash", str(ROOT / "course.sh"), "hub", *hub_options(args)])
+    return ("[Unit]\nDescription=Backprop, Autograd and Bigger Batches: the class's JupyterHub\n"
+            "After=network-online.target\nWants=network-online.target\n\n"
+            f"[Service]\nType=simple\nEnvironment={_unit_word('HUB_STATE=' + str(state), command=False)}\n"
+            f"Environment=HOME=/root\nExecStart={command}\n"
+            "Restart=on-failure\nRestartSec=10\n"
+            "# the hub stops every learner's server as it stops (their work stays in their homes)\n"
+            "KillMode=mixed\nTimeoutStopSec=90\n\n"
+            "[Install]\nWantedBy=multi-user.target\n")
+
+
+def install_service(args: argparse.Namespace, state: Path) -> Path:
+    """Write the unit (service_unit), enable it and (re)start it: BadInput where systemd is not the
+    init (a container), before anything is written."""
+    if not SYSTEMD_RUNNING.is_dir() or shutil.which("systemctl") is None:
+        raise BadInput(f"systemd does not run on this machine ({SYSTEMD_RUNNING} is missing: a container or another "
+                       "init), so the hub cannot be its service here: start it with `bash course.sh hub` from your "
+                       "init's own service manager, or in tmux or screen to keep it past your login")
+    unit = UNIT_DIR / f"{SERVICE}.service"
+    write_private(unit, service_unit(args, state), mode=0o644)
+    for command in (["systemctl", "daemon-reload"], ["systemctl", "enable", f"{SERVICE}.service"],
+                    ["systemctl", "restart", f"{SERVICE}.service"]):
+        done = subprocess.run(command, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise BadInput(f"{' '.join(command)} failed: {(done.stderr or done.stdout).strip()[-300:]}")
+    return unit
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -492,6 +551,11 @@ def main(argv: list[str] | None = None) -> int:
             raise BadInput(f"{tool} is missing (Debian: apt-get install {package})")
     state = state_dir()
     learners = read_learners(args.roster, args.instructor)      # every check before any change
+    if args.service:
+        unit = install_service(args, state)
+        say(f"the hub is the systemd service {SERVICE} ({unit}): it starts at boot and after a failure, set up as "
+            f"this command would; its log: journalctl -u {SERVICE} -f; stop it for good: systemctl disable --now {SERVICE}")
+        return 0
     check_environment()
     make_state(state)
     say(f"state folder: {state} (HUB_STATE): jupyterhub.sqlite, secrets, passwords.csv, exchange/, proxy/")

@@ -363,3 +363,44 @@ def test_a_learners_server_joins_its_cgroup_before_it_runs(tmp_path):
     assert done.stdout.strip() == "root"
     assert [(d / "cgroup.procs").read_text() for d in dirs] == ["0", "0"]
 
+
+
+def unit_command(unit: str) -> list[str]:
+    """ExecStart='s words as systemd reads them: its quoting, %% and $$ back to % and $."""
+    import shlex
+    line = next(x for x in unit.splitlines() if x.startswith("ExecStart="))
+    return [w.replace("%%", "%").replace("$$", "$") for w in shlex.split(line.removeprefix("ExecStart="))]
+
+
+def test_the_service_runs_the_hub_with_the_same_options_at_boot(tmp_path, monkeypatch):
+    """`bash course.sh hub --service`: the unit runs `bash course.sh hub` with every option spelled out
+    (those given through $HUB_* too), so that it starts the same hub at boot; systemd reads it
+    without error (systemd-analyze verify, where installed)."""
+    monkeypatch.setenv("HUB_PORT", "8123")
+    (tmp_path / "cert.pem").write_text("-")
+    (tmp_path / "key.pem").write_text("-")
+    roster = tmp_path / "class 100%$HOME.csv"   # systemd's specifier and variable characters, and a space
+    args = classroom.parse(["--roster", str(roster), "--idle-minutes", "30", "--learner-cpus", "0.5",
+                            "--ssl-cert", str(tmp_path / "cert.pem"), "--ssl-key", str(tmp_path / "key.pem"), "--service"])
+    unit = classroom.service_unit(args, tmp_path / "state")
+    words = unit_command(unit)
+    assert words[:3] == ["/bin/bash", str(ROOT / "course.sh"), "hub"], words
+    again = classroom.parse(words[3:])
+    assert vars(again) == {**vars(args), "service": False}, "the service starts the hub this command would start"
+    assert again.port == 8123 and again.roster == roster
+    assert f'Environment="HUB_STATE={tmp_path / "state"}"' in unit and "Restart=on-failure" in unit
+    assert "WantedBy=multi-user.target" in unit
+    if shutil.which("systemd-analyze"):
+        (tmp_path / f"{classroom.SERVICE}.service").write_text(unit)
+        done = subprocess.run(["systemd-analyze", "verify", str(tmp_path / f"{classroom.SERVICE}.service")],
+                              capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+
+
+def test_the_service_where_systemd_does_not_run_is_a_one_line_error_and_writes_nothing(tmp_path, monkeypatch):
+    monkeypatch.setattr(classroom, "SYSTEMD_RUNNING", tmp_path / "run" / "systemd" / "system")
+    monkeypatch.setattr(classroom, "UNIT_DIR", tmp_path / "units")
+    (tmp_path / "units").mkdir()
+    with pytest.raises(classroom.BadInput, match=r"^systemd does not run on this machine \(.* is missing: a container"):
+        classroom.install_service(classroom.parse(["--service"]), tmp_path / "state")
+    assert list((tmp_path / "units").iterdir()) == []
