@@ -10,10 +10,12 @@ nbconvert's markdown parser finds becomes MathML (latex2mathml), which browsers 
 templates/NAME/mathjax.html.j2 replaces the CDN script with nothing on both pages (PAGE_TEMPLATES).
 
 Learners write math in their written answers too, so the math is cut out of the markdown before the
-HTML is cleaned (`clean`, course_utils.grader.reports.safe_html) and put back after: the MathML keeps
-only MathML's presentation elements (MATH_TAGS) and a few attributes with short plain values
-(MATH_ATTRIBUTES, _PLAIN), never a link, a style or an event handler. TeX that does not convert, or
-converts to anything else, shows as the TeX it is (escaped text between its delimiters), as before.
+HTML is cleaned (`clean`, course_utils.grader.reports.safe_html) and put back after, into text only
+(inside a tag, such as a heading's anchor link or a learner's raw HTML attribute, it goes back as the
+escaped TeX): the MathML keeps only MathML's presentation elements (MATH_TAGS) and a few attributes
+with short plain values (MATH_ATTRIBUTES, _PLAIN), never a link, a style or an event handler. TeX that
+does not convert, or converts to anything else, shows as the TeX it is (escaped, between its
+delimiters), as before.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ MATH_ATTRIBUTES = frozenset({
     "columnalign", "columnspacing", "columnlines", "rowalign", "rowspacing", "rowlines", "frame", "framespacing",
     "equalrows", "equalcolumns", "notation", "open", "close", "align", "encoding"})
 _PLAIN = re.compile(r"[A-Za-z0-9 .,%#+-]{0,60}\Z")   # an attribute's value: a word, a number, a length, a colour
+_TAG = re.compile(r'<[^<>"]*(?:"[^"]*"[^<>"]*)*>')   # a tag as clean() writes it (markdown_html)
 
 
 def to_mathml(tex: str, display: bool) -> str | None:
@@ -72,12 +75,12 @@ def _element(el: ET.Element) -> str | None:
         if name not in MATH_ATTRIBUTES or not _PLAIN.match(value):
             return None
         attributes += f' {name}="{html.escape(value)}"'
-    inner = [html.escape(el.text or "", quote=False)]
+    inner = [html.escape(el.text or "", quote=True)]
     for child in el:
         made = _element(child)
         if made is None:
             return None
-        inner += [made, html.escape(child.tail or "", quote=False)]
+        inner += [made, html.escape(child.tail or "", quote=True)]
     if tag == "math":
         attributes = f' xmlns="{NAMESPACE}"' + attributes
     return f"<{tag}{attributes}>{''.join(inner)}</{tag}>"
@@ -117,8 +120,8 @@ def markdown_html(exporter, context, source: str, clean) -> str:
     exporter, for its settings; context: the template's), passed through clean(), with each piece of
     math as MathML (or, where to_mathml gives None, its TeX as text)."""
     cell = context.get("cell", {})
-    # The placeholder is letters and digits, which clean() keeps as they are. A learner who writes one
-    # in their own answer only repeats their own math, which is MathML like the rest.
+    # The placeholder is letters and digits, which clean() keeps as they are, in text and in attribute values
+    # alike; it names the source's own hash, so no source can hold one of its own.
     mark = "MATHML" + hashlib.sha256(source.encode("utf-8", "surrogatepass")).hexdigest()[:16] + "N"
     renderer = _MathRenderer(mark, escape=False, attachments=cell.get("attachments", {}),
                              embed_images=exporter.embed_images,
@@ -126,12 +129,28 @@ def markdown_html(exporter, context, source: str, clean) -> str:
                              anchor_link_text=exporter.anchor_link_text,
                              exclude_anchor_links=exporter.exclude_anchor_links, **exporter.lexer_options)
     cleaned = clean(MarkdownWithMath(renderer=renderer).render(source))
+    placeholder = re.compile(re.escape(mark) + r"(\d+)Z")
 
-    def put_back(found: re.Match) -> str:
+    def tex(found: re.Match) -> str:   # in a tag: the TeX, escaped for an attribute value
+        k = int(found.group(1))
+        return html.escape(renderer.math[k][0], quote=True) if k < len(renderer.math) else found.group(0)
+
+    def math(found: re.Match) -> str:  # in text: the MathML, or the TeX as text
         k = int(found.group(1))
         if k >= len(renderer.math):
             return found.group(0)
-        shown, tex, display = renderer.math[k]
-        return to_mathml(tex, display) or html.escape(shown, quote=False)
+        shown, body, display = renderer.math[k]
+        return to_mathml(body, display) or html.escape(shown, quote=True)
 
-    return re.sub(re.escape(mark) + r"(\d+)Z", put_back, cleaned)
+    # MathML goes into text only, never into a tag: nbconvert puts a heading's text (math included) in its
+    # anchor link's href, and a learner's raw HTML can hold a placeholder in an attribute. clean() (bleach)
+    # writes every attribute value in double quotes, with " and < escaped, and < in text as &lt;, so each
+    # < starts a tag and _TAG finds where it ends; where that does not hold, every piece stays TeX.
+    tags = list(_TAG.finditer(cleaned))
+    if len(tags) != cleaned.count("<"):
+        return placeholder.sub(tex, cleaned)
+    out, last = [], 0
+    for tag in tags:
+        out += [placeholder.sub(math, cleaned[last:tag.start()]), placeholder.sub(tex, tag.group(0))]
+        last = tag.end()
+    return "".join(out + [placeholder.sub(math, cleaned[last:])])

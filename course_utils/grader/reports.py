@@ -25,7 +25,7 @@ A learner's text is inert wherever it is written or shown:
   markdown filter of nbconvert's HTMLExporter that both use, keeps only the tags, attributes and
   links that markdown makes (safe_html()), so a written answer's <script>, event handlers,
   javascript: links, styles and forms show as text or go; its math is MathML of MathML's own
-  elements only (course_utils.grader.mathml).
+  elements and plain attributes, put back into text only after cleaning (course_utils.grader.mathml).
 """
 
 from __future__ import annotations

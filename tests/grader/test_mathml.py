@@ -1,8 +1,9 @@
 """course_utils.grader.mathml: the math of feedback pages and the Formgrader as MathML, with no script.
 
 Every piece of math in the lessons converts; the MathML holds only MathML's presentation elements and
-plain attributes, whatever TeX a learner writes in a written answer; what does not convert shows as
-the TeX it is; code keeps its dollars; both pages take a mathjax() macro without MathJax.
+plain attributes, whatever TeX a learner writes in a written answer; math inside a tag (a heading's
+anchor link, a learner's raw HTML) goes back as escaped TeX; what does not convert shows as the TeX it
+is; code keeps its dollars; both pages take a mathjax() macro without MathJax.
 (The pages as nbgrader writes them: tests/grader/test_grade.py's feedback; in Chromium, with nothing
 fetched: tests/browser/test_formgrader.py.)
 """
@@ -75,10 +76,42 @@ def test_a_written_answers_math_is_mathml_and_its_html_is_still_text():
     assert "<code>$HOME</code>" in page, "a dollar in code is not math"
 
 
-def test_a_placeholder_written_by_hand_stays_text():
-    source = "$x$ and MATHML0123456789abcdefN0Z"
+def parsed(page: str) -> list[tuple[str, dict]]:
+    """(tag, attributes) of every start tag, as an HTML parser reads the page."""
+    from html.parser import HTMLParser
+    found = []
+
+    class Parser(HTMLParser):
+        def handle_starttag(self, tag, attrs):
+            found.append((tag, dict(attrs)))
+
+    Parser().feed(page)
+    return found
+
+
+@pytest.mark.parametrize("source", [
+    # a heading's text goes into its anchor link's href: math there must not close the attribute
+    '# Notes $\\href{x}{y}" autofocus onfocus="document.title=`pwned`" x="$',
+    '# Notes $x^2$ and $\\sqrt{n}$',
+    # a learner's raw HTML around a paragraph of math: the math lands inside a title attribute
+    "<div><a href=\"#\" title='\n\n$x^2$ and $\\href{a}{b}\" onmouseover=\"alert(1)$\n\n'<b>z</b></a></div>",
+])
+def test_math_inside_a_tag_goes_back_as_escaped_tex_and_never_opens_an_attribute(source):
     page = render(source)
-    assert "MATHML0123456789abcdefN0Z" in page and page.count("<math") == 1, page
+    tags = parsed(page)
+    assert not [(t, a) for t, a in tags if any(k.startswith("on") or k in ("autofocus", "style") for k in a)], page
+    assert {t for t, _ in tags} <= {"h1", "p", "a", "div", "b", *mathml.MATH_TAGS}, page
+    for tag, attributes in tags:
+        if tag not in mathml.MATH_TAGS:
+            assert not any("<math" in v for v in attributes.values()), f"MathML inside an attribute: {page}"
+
+
+def test_a_heading_with_math_shows_it_once_and_its_link_works():
+    page = render("## 5. The $\\sqrt{n}$ rule, measured")
+    assert page.count("<math") == 1 and "<msqrt>" in page, page
+    (link,) = [a for t, a in parsed(page) if t == "a"]
+    assert link["href"] == "#5.-The-$\\sqrt{n}$-rule,-measured", link
+    assert page.endswith("</a></h2>"), page
 
 
 def test_nbgrader_pages_take_the_macro_without_mathjax_with_the_courses_config():
