@@ -78,6 +78,8 @@ class Hub:
     accounts: classroom.Accounts
     log: Path
     tokens: dict = field(default_factory=dict)
+    proc: subprocess.Popen | None = None
+    restart: object = None   # restart(): the hub stopped and started again on the same state folder (fixture hub)
 
     def token(self, name: str) -> str:
         """An API token of `name`, made as an administrator makes one (`jupyterhub token NAME`)."""
@@ -194,6 +196,22 @@ def remove_account(name: str) -> None:
     subprocess.run(["userdel", "-r", name], capture_output=True)
 
 
+def start(command: list[str], env: dict, made: "Hub") -> subprocess.Popen:
+    """Run `bash course.sh hub ...` (the set-up, then the hub) and wait until the hub answers."""
+    with open(made.log, "a") as out:
+        proc = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.monotonic() + START_S
+    while True:
+        assert proc.poll() is None, f"course.sh hub exited ({proc.returncode}):\n{made.log_tail()}"
+        assert time.monotonic() < deadline, f"the hub did not answer in {START_S} s:\n{made.log_tail()}"
+        try:
+            with urllib.request.urlopen(made.url + "/hub/api/", timeout=5) as r:
+                if r.status == 200:
+                    return proc
+        except OSError:
+            time.sleep(1)
+
+
 @pytest.fixture(scope="module")
 def hub():
     reason = why_not()
@@ -208,28 +226,23 @@ def hub():
                       "".join(f"{n},Learner,{n[-1].upper()},{n}@example.org\n" for n in accounts.learners))
     # course.sh hub closes the repository's sources to other users; the checkout is left as it was
     modes = {ROOT / n: (ROOT / n).stat().st_mode for n in classroom.SOURCES if (ROOT / n).exists()}
-    port, log = free_port(), tmp / "hub.log"
-    with open(log, "w") as out:
-        proc = subprocess.Popen(["bash", str(ROOT / "course.sh"), "hub", "--roster", str(roster),
-                                 "--instructor", accounts.instructor, "--port", str(port), "--ip", "127.0.0.1",
-                                 "--learner-memory-mb", str(LEARNER_MB)],
-                                env={**os.environ, "HUB_STATE": str(tmp / "state")}, stdout=out,
-                                stderr=subprocess.STDOUT, start_new_session=True)
-    made = Hub(f"http://127.0.0.1:{port}", tmp / "state", accounts, log)
+    port = free_port()
+    command = ["bash", str(ROOT / "course.sh"), "hub", "--roster", str(roster), "--instructor", accounts.instructor,
+               "--port", str(port), "--ip", "127.0.0.1", "--learner-memory-mb", str(LEARNER_MB)]
+    env = {**os.environ, "HUB_STATE": str(tmp / "state")}
+    made = Hub(f"http://127.0.0.1:{port}", tmp / "state", accounts, tmp / "hub.log")
     try:
-        deadline = time.monotonic() + START_S
-        while True:
-            assert proc.poll() is None, f"course.sh hub exited ({proc.returncode}):\n{made.log_tail()}"
-            assert time.monotonic() < deadline, f"the hub did not answer in {START_S} s:\n{made.log_tail()}"
-            try:
-                with urllib.request.urlopen(made.url + "/hub/api/", timeout=5) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                time.sleep(1)
+        made.proc = start(command, env, made)
+
+        def restart():
+            """Stop the hub as its service's restart (or a reboot) does, then start the same command again."""
+            stop(made.proc)
+            made.proc = start(command, env, made)
+        made.restart = restart
         yield made
     finally:
-        stop(proc)
+        if made.proc is not None:
+            stop(made.proc)
         for name in [accounts.instructor, *accounts.learners]:
             remove_account(name)
         classroom.sudoers_file(tmp / "state").unlink(missing_ok=True)
@@ -594,3 +607,27 @@ def test_the_hubs_log_has_no_formgrader_noise(semester, hub):
     said = [line for line in hub.log.read_text(errors="replace").splitlines() if any(n in line for n in NOISE)]
     assert not said, "\n".join(said[:10])
 
+
+
+def test_the_hub_starts_again_with_its_users_exchange_and_gradebook(semester, hub):
+    """What a reboot or `systemctl restart backprop-course-hub` does (README): the same command on the same
+    state folder. Run last (the learners' servers stop with the hub). The users' tokens (the hub's database)
+    still work, a learner's server starts again, nbgrader lists their submission with its feedback in the
+    exchange and in their home, and the instructor's gradebook holds the same scores."""
+    from nbgrader.api import Gradebook
+
+    def scores() -> dict:
+        with Gradebook(f"sqlite:///{semester['course'] / 'gradebook.db'}") as gb:
+            return {s.student.id: s.score for s in gb.find_assignment(LESSON).submissions}
+
+    before = scores()
+    hub.restart()
+    name = semester["wrong_by"]
+    hub.start_server(name)
+    hub.wait_for_server(name)
+    status, listed = hub.request(name, "GET", f"/user/{name}/assignments?course_id={classroom.course_id()}")
+    assert status == 200 and listed.get("success"), (status, str(listed)[:2000])
+    submissions = [s for a in listed["value"] if a["assignment_id"] == LESSON and a["status"] == "submitted"
+                   for s in a["submissions"]]   # nbgrader's assignment list: each submission, with its feedback
+    assert submissions and all(s["has_exchange_feedback"] and s["has_local_feedback"] for s in submissions), submissions
+    assert scores() == before and len(before) == len(hub.accounts.learners), (before, scores())
