@@ -87,7 +87,7 @@ def _element(el: ET.Element) -> str | None:
 
 
 class _MathRenderer(IPythonRenderer):
-    """nbconvert's markdown renderer, each piece of math replaced by a placeholder (`marks`)."""
+    """nbconvert's markdown renderer, each piece of math replaced by a placeholder (`mark`, then its number)."""
 
     def __init__(self, mark: str, **kwargs):
         super().__init__(**kwargs)
