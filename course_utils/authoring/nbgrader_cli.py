@@ -234,8 +234,13 @@ def cell_scores(course: Path, name: str) -> dict[str, dict[str, tuple[float, flo
 
 
 def feedback(course: Path, name: str) -> dict[str, str]:
-    """Run `nbgrader generate_feedback NAME --force`; {student: the feedback HTML}."""
+    """Run `nbgrader generate_feedback NAME --force`; {student: the feedback HTML} (feedback_pages)."""
     nbgrader("generate_feedback", name, "--force", cwd=course)
+    return feedback_pages(course, name)
+
+
+def feedback_pages(course: Path, name: str) -> dict[str, str]:
+    """{student: the feedback HTML} of lesson `name`, as generate_feedback left them in the course."""
     return {p.parent.parent.name: p.read_text() for p in Path(course).glob(f"feedback/*/{name}/{name}.html")}
 
 

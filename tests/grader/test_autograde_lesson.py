@@ -1,6 +1,6 @@
 """course_utils.grader.autograde_lesson: a whole lesson autograded in one action from the instructor's server.
 
-A real jupyter server on a scratch course (lesson 01 released, a solved and an untouched submission),
+A real jupyter server on a scratch course (the fixture lesson released, a solved and an untouched submission),
 with the instructor's server extensions (Formgrader and this one, as course.sh writes them); requests
 with its token. The page's button in a browser, on the hub: tests/hub/test_hub.py.
 """
@@ -17,13 +17,13 @@ from pathlib import Path
 
 import pytest
 
+from corpus._notebook import fixture_course
 from course_utils.authoring import nbgrader_cli
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[2]
 INSTRUCTOR_CONFIG = Path(sys.prefix) / "etc" / "jupyter-instructor"   # made by `bash course.sh setup`
-LESSON = "01-circuits"
+LESSON = "99-fixture"   # the page runs nbgrader's autograde on whatever lesson: the fixture grades in seconds
 
 
 def free_port() -> int:
@@ -91,7 +91,7 @@ class Server:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    course = nbgrader_cli.scratch_course(ROOT, tmp_path_factory.mktemp("course"), [LESSON])
+    course = fixture_course(tmp_path_factory.mktemp("course"))
     nbgrader_cli.submit(course, "solved", LESSON, nbgrader_cli.solved(course, LESSON))
     nbgrader_cli.submit(course, "untouched", LESSON, nbgrader_cli.untouched(course, LESSON))
     made = Server(course, tmp_path_factory.mktemp("log") / "server.log")

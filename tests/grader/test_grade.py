@@ -25,7 +25,7 @@ from typing import NamedTuple
 
 import nbformat
 import pytest
-from corpus._notebook import FIXTURE, FULL, OK, ROOT, cell_of, dumps, notebook
+from corpus._notebook import FIXTURE, FULL, OK, ROOT, cell_of, dumps, fixture_course, notebook
 
 from course_utils.authoring import nbgrader_cli
 from course_utils.grader import grade, lessonfile
@@ -357,19 +357,10 @@ def test_a_reference_that_fails_its_own_judge_stops_grading(tmp_path):
         grade.Reference(lessonfile.load_lesson(bad), LIMITS)
 
 
-def _fixture_course(dest: Path) -> Path:
-    shutil_copy = __import__("shutil").copy
-    (dest / "solutions" / "99-fixture").mkdir(parents=True)
-    shutil_copy(ROOT / "nbgrader_config.py", dest)
-    shutil_copy(FIXTURE, dest / "solutions" / "99-fixture")
-    nbgrader_cli.nbgrader("generate_assignment", "99-fixture", "--force", cwd=dest)
-    return dest
-
-
 def test_nbgrader_autograde_is_protected(tmp_path):
     """`nbgrader autograde` with the course's config: cheats and crashes score what they earned,
     the rest of the class is graded, and the feedback does not show the hidden tests."""
-    course = _fixture_course(tmp_path)
+    course = fixture_course(tmp_path)
     released = nbformat.read(course / "notebooks" / "99-fixture" / "99-fixture.ipynb", as_version=4)
 
     def answered(**answers):
@@ -424,7 +415,7 @@ def test_nbgrader_autograde_is_protected(tmp_path):
         assert "could not be read as a notebook" in gb.find_comment("fx_scale", "99-fixture", "99-fixture", "broken").auto_comment
     log = nbgrader_cli.nbgrader("generate_feedback", "99-fixture", "--force", cwd=course).stderr
     assert "WARNING" not in log, log
-    feedback = nbgrader_cli.feedback(course, "99-fixture")
+    feedback = nbgrader_cli.feedback_pages(course, "99-fixture")
     assert "is 0, expected" in feedback["cheater"]
     assert "marker" in feedback, "the feedback of an answer holding nbgrader's markers is written too"
     for student, page in feedback.items():

@@ -4,21 +4,20 @@ late-penalty plugin, and the penalty carried into `nbgrader export` and the LMS 
 import csv
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
+from corpus._notebook import fixture_course
 from course_utils.authoring import nbgrader_cli
 
-ROOT = Path(__file__).resolve().parents[2]
-LESSON = "01-circuits"
+LESSON = "99-fixture"   # late work is nbgrader's and the config's: the fixture lesson grades in a second
 EXAMPLE = '# c.LateSubmissionPlugin.penalty_method = "zero"'
 
 pytestmark = pytest.mark.slow
 
 
 def test_the_configs_late_penalty_example_zeroes_a_late_submission(tmp_path):
-    course = nbgrader_cli.scratch_course(ROOT, tmp_path / "course", [LESSON])
+    course = fixture_course(tmp_path / "course")
     config = course / "nbgrader_config.py"
     assert config.read_text().count(EXAMPLE) == 1, "nbgrader_config.py's late-penalty example changed: update this test"
     config.write_text(config.read_text().replace(EXAMPLE, EXAMPLE.removeprefix("# ")))

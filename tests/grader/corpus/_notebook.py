@@ -61,3 +61,16 @@ def edited(edit, **answers) -> bytes:
     nb = notebook(**answers)
     edit(nb)
     return dumps(nb)
+
+
+def fixture_course(dest: Path) -> Path:
+    """An nbgrader course at dest (the course's nbgrader_config.py) with the fixture lesson released: for
+    tests of the grading pipeline that need nbgrader's own path but no real lesson (a real lesson's
+    reference run and notebook cost seconds a submission)."""
+    import shutil
+    from course_utils.authoring import nbgrader_cli
+    (dest / "solutions" / "99-fixture").mkdir(parents=True)
+    shutil.copy(ROOT / "nbgrader_config.py", dest)
+    shutil.copy(FIXTURE, dest / "solutions" / "99-fixture")
+    nbgrader_cli.nbgrader("generate_assignment", "99-fixture", "--force", cwd=dest)
+    return dest
