@@ -55,6 +55,10 @@ DEFAULT_PORT = 8000
 DEFAULT_LEARNER_MEMORY_MB = 2048   # each learner's processes together (hub/limits.py); lesson 01 open: about 500 MB
 DEFAULT_LEARNER_CPUS = 1.0         # cores each learner's processes may use together
 DEFAULT_IDLE_MINUTES = 60   # jupyterhub-idle-culler stops a server unused for this long (hub/jupyterhub_config.py)
+# The hub hears of a learner's activity every 5 minutes (JupyterHub.last_activity_interval, and the single-user
+# server's own report), plus a 30 s ping: jupyterhub-idle-culler's README asks for a longer timeout than that sum,
+# or it stops servers in use.
+MIN_IDLE_MINUTES = 6
 CHP_VERSION = "5.3.0"   # configurable-http-proxy, from npm
 SUDOERS_DIR = Path("/etc/sudoers.d")
 SERVICE = "backprop-course-hub"   # `bash course.sh hub --service`: the systemd unit that starts the hub at boot
@@ -459,7 +463,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
                    help="its private key (PEM) ($HUB_SSL_KEY)")
     p.add_argument("--idle-minutes", type=int, default=os.environ.get("HUB_IDLE_MINUTES") or str(DEFAULT_IDLE_MINUTES),
                    help="a learner's JupyterLab unused this long is stopped, their work kept "
-                        f"(jupyterhub-idle-culler; $HUB_IDLE_MINUTES; default: {DEFAULT_IDLE_MINUTES}; 0: never)")
+                        f"(jupyterhub-idle-culler; $HUB_IDLE_MINUTES; default: {DEFAULT_IDLE_MINUTES}, at least "
+                        f"{MIN_IDLE_MINUTES}; 0: never)")
     p.add_argument("--learner-memory-mb", type=int,
                    default=os.environ.get("HUB_LEARNER_MEMORY_MB") or str(DEFAULT_LEARNER_MEMORY_MB),
                    help="memory of one learner's JupyterLab, kernels and terminals together; past it the largest "
@@ -480,6 +485,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
         raise BadInput(f"--port {args.port} is not a port number")
     if args.idle_minutes < 0:
         raise BadInput(f"--idle-minutes {args.idle_minutes} is below 0 (0: never stop an idle server)")
+    if 0 < args.idle_minutes < MIN_IDLE_MINUTES:
+        raise BadInput(f"--idle-minutes {args.idle_minutes}: give {MIN_IDLE_MINUTES} or more (the hub hears of a learner's "
+                       "work only every 5 minutes, so a shorter time would stop servers in use), or 0 for never")
     if (args.ssl_cert is None) != (args.ssl_key is None):
         raise BadInput("--ssl-cert and --ssl-key go together: the certificate and its private key")
     for option, path in (("--ssl-cert", args.ssl_cert), ("--ssl-key", args.ssl_key)):

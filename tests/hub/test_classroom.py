@@ -291,6 +291,8 @@ def test_https_from_the_instructors_certificate_and_idle_servers_stopped_by_the_
     (["--ssl-key", "KEY"], "--ssl-cert and --ssl-key go together"),
     (["--ssl-cert", "CERT", "--ssl-key", "missing.pem"], "--ssl-key missing.pem: no such file"),
     (["--idle-minutes", "-5"], "--idle-minutes -5 is below 0"),
+    (["--idle-minutes", "5"], "--idle-minutes 5: give 6 or more (the hub hears of a learner's work only every 5 minutes"),
+    (["--idle-minutes", "1"], "--idle-minutes 1: give 6 or more"),
     (["--idle-minutes", "soon"], "argument --idle-minutes: invalid int value"),
     (["--learner-memory-mb", "100"], "--learner-memory-mb 100: give 256 or more"),
     (["--learner-memory-mb", "-1"], "--learner-memory-mb -1: give 256 or more"),
