@@ -201,15 +201,19 @@ def start(command: list[str], env: dict, made: "Hub") -> subprocess.Popen:
     with open(made.log, "a") as out:
         proc = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     deadline = time.monotonic() + START_S
-    while True:
-        assert proc.poll() is None, f"course.sh hub exited ({proc.returncode}):\n{made.log_tail()}"
-        assert time.monotonic() < deadline, f"the hub did not answer in {START_S} s:\n{made.log_tail()}"
-        try:
-            with urllib.request.urlopen(made.url + "/hub/api/", timeout=5) as r:
-                if r.status == 200:
-                    return proc
-        except OSError:
-            time.sleep(1)
+    try:
+        while True:
+            assert proc.poll() is None, f"course.sh hub exited ({proc.returncode}):\n{made.log_tail()}"
+            assert time.monotonic() < deadline, f"the hub did not answer in {START_S} s:\n{made.log_tail()}"
+            try:
+                with urllib.request.urlopen(made.url + "/hub/api/", timeout=5) as r:
+                    if r.status == 200:
+                        return proc
+            except OSError:
+                time.sleep(1)
+    except BaseException:   # a hub that did not come up is stopped here: the caller never got it
+        stop(proc)
+        raise
 
 
 @pytest.fixture(scope="module")
