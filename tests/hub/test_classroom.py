@@ -34,7 +34,7 @@ import classroom  # noqa: E402
 
 NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"]
 # The course's configuration as far as `nbgrader db student import` goes (the repository's imports the
-# grader, and torch, which would make each nbgrader command seconds slower)
+# grader and nbconvert's exporters, which would make each nbgrader command slower)
 COURSE_CONFIG = """import os
 c = get_config()
 c.CourseDirectory.root = os.path.dirname(os.path.abspath(__file__))
