@@ -3,6 +3,7 @@ tests' command-line options (tests/browser); `notebook_function`, functions defi
 defines them (for course_utils.parallel, whose workers get such functions by their source)."""
 
 import linecache
+import os
 from collections import defaultdict
 
 import pytest
@@ -18,9 +19,34 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+def _busy_seconds() -> float | None:
+    """CPU seconds the whole machine has spent busy since boot (every process: servers and kernels too),
+    from /proc/stat; None where there is none."""
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(v) for v in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)   # idle, iowait
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+_busy = defaultdict(float)   # test file -> machine CPU seconds while its tests ran
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    before = _busy_seconds()
+    yield
+    after = _busy_seconds()
+    if before is not None and after is not None:
+        _busy[item.nodeid.split("::")[0]] += after - before
+
+
 def pytest_terminal_summary(terminalreporter):
-    """Each test file's share of the run (set-up, call and tear-down of its tests), the largest first:
-    where the suite's 30-minute budget goes, in CI's log beside --durations."""
+    """Each test file's share of the run (set-up, call and tear-down of its tests), the largest first,
+    with the cores the machine kept busy meanwhile (its CPU seconds over the wall seconds: a file far below
+    the machine's cores mostly waits): where the suite's 30-minute budget goes, in CI's log beside --durations."""
     seconds = defaultdict(float)
     for reports in terminalreporter.stats.values():
         for report in reports:
@@ -28,9 +54,10 @@ def pytest_terminal_summary(terminalreporter):
                 seconds[report.nodeid.split("::")[0]] += report.duration
     if not seconds:
         return
-    terminalreporter.write_sep("=", f"time per test file (of {sum(seconds.values()):.0f} s)")
+    terminalreporter.write_sep("=", f"time per test file (of {sum(seconds.values()):.0f} s; busy cores of {os.cpu_count()})")
     for path, total in sorted(seconds.items(), key=lambda kv: -kv[1])[:25]:
-        terminalreporter.write_line(f"{total:8.1f}s  {path}")
+        cores = f"{_busy[path] / total:6.2f}" if total > 0 and path in _busy else "     -"
+        terminalreporter.write_line(f"{total:8.1f}s {cores}  {path}")
 
 
 def pytest_addoption(parser):
