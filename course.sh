@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The course's one entry point. Every command first sets up what it needs (idempotent):
 #   bash course.sh lab [jupyter args]   set up, then open the course in JupyterLab (as a learner, in workspace/)
-#   bash course.sh test [pytest args]   set up, then run every test (unit, nbval, nbgrader, browser)
+#   bash course.sh test [pytest args]   set up, then run every test (unit, nbval, nbgrader, browser), two files at a time
 #   bash course.sh setup                only set up: Graphviz, .venv, pinned packages, course_utils
 #   bash course.sh doctor               check the set-up; print a one-line fix for what is missing
 #   bash course.sh release              re-execute solutions/ in place and regenerate notebooks/
@@ -165,7 +165,8 @@ case "$cmd" in
   test)    setup; ensure_browser
            # the hub's grading rule is tested (tests/grader/test_rootworker.py, tests/hub) where root can make it
            if [ "$(id -u)" = 0 ]; then (ensure_sudo) || say "could not install sudo: the hub's grading rule will not be tested"; fi
-           exec python -m pytest "$@" ;;
+           # two test files at a time, each in one pytest-xdist worker (tests/conftest.py: LANES); `-n 0` after it: one process
+           exec python -m pytest -n 2 "$@" ;;
   doctor)  ensure_venv; exec python -m course_utils.doctor ;;
   release) setup; exec python -m course_utils.authoring.release "$@" ;;
   bench)   setup; exec python benchmarks/notebook_times.py "$@" ;;
