@@ -128,10 +128,18 @@ def lesson_runs(lanes, lab):
     return Once("running", get)
 
 
+_RAN = []   # a browser test ran in this process
+
+
+@pytest.fixture(autouse=True)
+def _ran_here():
+    _RAN.append(True)
+
+
 def pytest_sessionfinish(session, exitstatus):
     """With --refresh-docs-screenshots, copy the README's screenshots from build/ to docs/, optimised."""
-    if not session.config.getoption("--refresh-docs-screenshots", default=False):
-        return
+    if not session.config.getoption("--refresh-docs-screenshots", default=False) or not _RAN:
+        return   # (under xdist: only in the worker that ran the browser tests)
     DOCS_SHOTS.mkdir(parents=True, exist_ok=True)
     missing = []
     for name, (made, width) in DOCS.items():

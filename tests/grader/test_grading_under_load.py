@@ -20,7 +20,7 @@ from course_utils.grader import gradefolder
 from course_utils.authoring.nbgrader_cli import oversubscribed
 from test_grade import CORPUS, FIXTURE, LIMITS, dumps, notebook
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.alone]   # its CPU hogs would slow the other test worker's tests
 
 # A right and a wrong answer: each must keep its own score (an untouched notebook scores 0 either way).
 QUIET = {name: CORPUS[name].expected for name in ("solved", "wrong_answer")}

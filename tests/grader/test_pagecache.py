@@ -3,7 +3,9 @@ an honest learner's measured peak while the grader pins them (issue 13)."""
 
 import ctypes
 import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -13,6 +15,7 @@ from course_utils.grader.capabilities import measures_memory
 from course_utils.grader.worker import Limits, Worker
 
 MB = 2 ** 20
+BUILD = Path(__file__).resolve().parents[2] / "build"
 needs_cgroup = pytest.mark.skipif(not measures_memory(),
                                   reason="needs grading as root with a memory cgroup (a container or VM; CI has one)")
 
@@ -74,9 +77,26 @@ def evict(path: str) -> None:
 
 @needs_cgroup
 @pytest.mark.slow
-def test_pinned_pages_stay_cached_until_the_pin_is_closed():
-    source = pagecache.__file__   # a file of the environment, read whole into the cache here
-    Path(source).read_bytes()
+def test_pinned_pages_stay_cached_until_the_pin_is_closed(monkeypatch):
+    # A folder of this test's own stands for the environment: a grading that runs beside this test (another
+    # pytest worker) pins the environment's files itself, and a page it pins is never dropped. On the
+    # repository's file system (build/), not /tmp, which may be a tmpfs that holds no page cache to drop.
+    BUILD.mkdir(exist_ok=True)
+    folder = Path(tempfile.mkdtemp(dir=BUILD, prefix="pagecache-"))
+    try:
+        source = str(folder / "module.py")
+        with open(source, "wb") as f:
+            f.write(os.urandom(MB))
+            f.flush()
+            os.fsync(f.fileno())   # written back: a dirty page is not dropped
+        Path(source).read_bytes()   # in the cache
+        monkeypatch.setattr(pagecache, "folders", lambda: ([folder], []))
+        pinned_then_dropped(source)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def pinned_then_dropped(source: str) -> None:
     with pagecache.pin_environment() as pin:
         assert pin.active and pin.files > 0 and pin.bytes > 0, pin.summary()
         assert pin.summary().startswith("pinned ")

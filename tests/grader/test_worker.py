@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from course_utils.grader.capabilities import isolation
+from course_utils.grader.sandbox import FIRST_UID
 from course_utils.grader.worker import Limits, Worker, WorkerDied
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -65,7 +66,7 @@ def test_a_worker_runs_cells_and_reports_builtin_errors():
 def test_a_hung_worker_is_killed_with_everything_it_started():
     source = ("import os, signal, subprocess\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\n"
               "subprocess.Popen(['sleep', '300'], start_new_session=True)\nwhile True:\n    pass")
-    w = Worker("learner", Limits(), slot=12)
+    w = Worker("learner", Limits(), slot=4012)   # uid 64012: a slot no grader uses (they take slot % 4000)
     w.start()
     pid = w.proc.pid
     start = time.monotonic()
@@ -75,7 +76,7 @@ def test_a_hung_worker_is_killed_with_everything_it_started():
     assert w.proc is None
     if isolation() == "root":  # the PID namespace ends with its first process: the escaped sleep is gone too
         deadline = time.monotonic() + 10  # the kernel kills the namespace's processes at once, reaps them soon after
-        while left := subprocess.run(["pgrep", "-u", "60012"], capture_output=True, text=True).stdout.split():
+        while left := subprocess.run(["pgrep", "-u", str(FIRST_UID + 4012)], capture_output=True, text=True).stdout.split():
             assert time.monotonic() < deadline, f"processes outlived the sandbox: {left}"
             time.sleep(0.2)
     with pytest.raises(ProcessLookupError):
@@ -98,20 +99,20 @@ def test_the_sandbox_dies_with_the_grader():
     if isolation() != "root":
         pytest.skip("looks for the sandbox's own uid: needs grading as root with util-linux unshare and setpriv")
     code = ("from course_utils.grader.worker import Worker, Limits\n"
-            "w = Worker('learner', Limits(), slot=42); w.start()\n"
+            "w = Worker('learner', Limits(), slot=4042); w.start()\n"   # a slot no grader uses: its uid is this test's alone
             "w.proc.stdin.write(b'{\"op\": \"cell\", \"id\": 0, \"gid\": null, \"source\": \"while True: pass\"}\\n')\n"
             "w.proc.stdin.flush(); print('started', flush=True)\nimport time; time.sleep(120)\n")
     grader = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     assert grader.stdout.readline().strip() == "started"
     deadline = time.monotonic() + 30  # the worker starts as its own user once its sandbox is set up
-    while subprocess.run(["pgrep", "-u", "60042"], capture_output=True).returncode != 0:
+    while subprocess.run(["pgrep", "-u", str(FIRST_UID + 4042)], capture_output=True).returncode != 0:
         assert time.monotonic() < deadline, "the learner's code never started"
         time.sleep(0.2)
     time.sleep(1)  # and is now in its loop
     grader.kill()
     grader.wait()
     deadline = time.monotonic() + 10
-    while subprocess.run(["pgrep", "-u", "60042"], capture_output=True).returncode == 0:
+    while subprocess.run(["pgrep", "-u", str(FIRST_UID + 4042)], capture_output=True).returncode == 0:
         assert time.monotonic() < deadline, "the learner's code outlived the grader"
         time.sleep(0.2)
 
