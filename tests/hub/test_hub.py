@@ -17,24 +17,12 @@ pressed: the learner's own server validates their saved notebook and reports suc
 Teardown stops the hub (and with it every single-user server) and removes the accounts (userdel -r).
 """
 
-import asyncio
 import contextlib
 import json
-import os
 import pwd
 import re
-import secrets
-import shlex
-import shutil
-import signal
 import subprocess
 import sys
-import tempfile
-import time
-import urllib.error
-import urllib.parse
-import urllib.request
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
@@ -43,216 +31,22 @@ import pytest
 from course_utils.authoring.nbgrader_cli import replace_solution, solved, with_answer
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "hub"))
+sys.path.insert(0, str(ROOT / "tests" / "hub"))
 sys.path.insert(0, str(ROOT / "tests" / "browser"))
-import classroom  # noqa: E402
-from browser_lab import CHROMIUM_FLAGS, SHOTS, VIEWPORT, find_chromium, free_port  # noqa: E402
+from browser_lab import CHROMIUM_FLAGS, SHOTS, VIEWPORT, find_chromium  # noqa: E402
+from hubdriver import LEARNER_MB, LESSON, classroom, class_hub, why_not  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.hub]
-LESSON = "01-circuits"
-LEARNER_MB = 1024   # each learner's memory limit here (course.sh hub --learner-memory-mb): a lab and a kernel fit
-START_S = 300   # course.sh hub: the set-up (already done: seconds), accounts, npm, the hub's start
-
-
-def why_not() -> str | None:
-    """Why the hub cannot run here (one line), or None."""
-    if os.geteuid() != 0:
-        return "the hub test needs root: it creates Unix accounts (bash course.sh hub runs as root)"
-    for tool in ("npm", "useradd", "userdel", "runuser"):
-        if shutil.which(tool) is None:
-            return f"the hub test needs {tool} (Debian: apt-get install {'nodejs npm' if tool == 'npm' else 'passwd util-linux'})"
-    probe = subprocess.run(["runuser", "-u", "nobody", "--", sys.executable, "-c", "import course_utils"],
-                           cwd="/", capture_output=True, text=True)
-    if probe.returncode != 0:
-        return (f"other users cannot run this environment's Python ({os.path.realpath(sys.executable)}), so "
-                f"bash course.sh hub refuses to start: make .venv with PYTHON=/usr/bin/python3")
-    return None
-
-
-@dataclass
-class Hub:
-    """The running hub: its URL, state folder, accounts and log; requests as a user, with their token."""
-
-    url: str
-    state: Path
-    accounts: classroom.Accounts
-    log: Path
-    tokens: dict = field(default_factory=dict)
-    proc: subprocess.Popen | None = None
-    restart: object = None   # restart(): the hub stopped and started again on the same state folder (fixture hub)
-
-    def token(self, name: str) -> str:
-        """An API token of `name`, made as an administrator makes one (`jupyterhub token NAME`)."""
-        if name not in self.tokens:
-            made = subprocess.run([str(Path(sys.prefix) / "bin" / "jupyterhub"), "token", name,
-                                   "-f", str(ROOT / "hub" / "jupyterhub_config.py")],
-                                  cwd=self.state, env={**os.environ, "HUB_STATE": str(self.state)},
-                                  capture_output=True, text=True, timeout=120)
-            assert made.returncode == 0, made.stderr[-2000:]
-            self.tokens[name] = made.stdout.strip().splitlines()[-1]
-        return self.tokens[name]
-
-    def request(self, name: str, method: str, path: str, data: dict | None = None, form: bool = False,
-                timeout: float = 300) -> tuple[int, object]:
-        """`method` url+path as user `name` (their token): (status, the JSON answer or the text)."""
-        body, headers = None, {"Authorization": f"token {self.token(name)}"}
-        if data is not None and form:
-            body, headers["Content-Type"] = urllib.parse.urlencode(data).encode(), "application/x-www-form-urlencoded"
-        elif data is not None:
-            body, headers["Content-Type"] = json.dumps(data).encode(), "application/json"
-        req = urllib.request.Request(self.url + path, data=body, method=method, headers=headers)
-        try:
-            with urllib.request.urlopen(req, timeout=timeout) as r:
-                status, text = r.status, r.read().decode()
-        except urllib.error.HTTPError as e:
-            status, text = e.code, e.read().decode(errors="replace")
-        try:
-            return status, json.loads(text)
-        except ValueError:
-            return status, text
-
-    def start_server(self, name: str) -> None:
-        status, answer = self.request(name, "POST", f"/hub/api/users/{name}/server")
-        assert status in (201, 202, 400), (status, answer)   # 400: already running
-
-    def wait_for_server(self, name: str, timeout: float = 180) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            status, user = self.request(name, "GET", f"/hub/api/users/{name}")
-            if status == 200 and (user.get("servers", {}).get("") or {}).get("ready"):
-                return
-            time.sleep(1)
-        raise AssertionError(f"{name}'s server did not start in {timeout} s:\n{self.log_tail()}")
-
-    def assignments(self, name: str, action: str) -> dict:
-        """POST /user/NAME/assignments/ACTION (fetch, submit, fetch_feedback) of LESSON, as the Assignments panel does."""
-        status, answer = self.request(name, "POST", f"/user/{name}/assignments/{action}",
-                                      {"course_id": classroom.course_id(), "assignment_id": LESSON}, form=True)
-        assert status == 200 and isinstance(answer, dict) and answer.get("success"), (action, status, answer)
-        return answer
-
-    def terminal(self, name: str, command: str, timeout: float = 600) -> tuple[int, str]:
-        """`command` typed into a new JupyterLab terminal of `name`'s server, as its Terminal tab does (the
-        terminals API, then the terminal's websocket): (its exit status, what the terminal showed)."""
-        status, model = self.request(name, "POST", f"/user/{name}/api/terminals", {"cwd": ""})  # the file browser's root
-        assert status == 200, (status, model)
-        mark = secrets.token_hex(6)   # typed split in two, so only the shell's answer holds it whole
-        url = f"ws{self.url[4:]}/user/{name}/terminals/websocket/{model['name']}"
-
-        async def talk() -> tuple[int, str]:
-            from tornado.httpclient import HTTPRequest
-            from tornado.websocket import websocket_connect
-            ws = await websocket_connect(HTTPRequest(url, headers={"Authorization": f"token {self.token(name)}"}))
-            try:
-                await ws.write_message(json.dumps(["stdin", f'{command}; echo "{mark[:6]}""{mark[6:]} $?"\r']))
-                shown = ""
-                while not (found := re.search(mark + r" (\d+)", shown)):
-                    message = await asyncio.wait_for(ws.read_message(), timeout)
-                    assert message is not None, f"the terminal closed:\n{shown[-3000:]}"
-                    kind, *rest = json.loads(message)
-                    shown += rest[0] if kind == "stdout" else ""
-                return int(found.group(1)), shown
-            finally:
-                ws.close()
-        try:
-            return asyncio.run(talk())
-        finally:
-            self.request(name, "DELETE", f"/user/{name}/api/terminals/{model['name']}")
-
-    def instructor(self, *args: str) -> str:
-        """`nbgrader ARGS` as the instructor types it in a JupyterLab terminal of their server (README's path)."""
-        code, shown = self.terminal(self.accounts.instructor, shlex.join(["nbgrader", *args]))
-        assert code == 0, f"nbgrader {' '.join(args)} in {self.accounts.instructor}'s terminal exited {code}:\n{shown[-6000:]}"
-        return shown
-
-    def log_tail(self, n: int = 40) -> str:
-        return "\n".join(self.log.read_text(errors="replace").splitlines()[-n:])
-
-
-def stop(proc: subprocess.Popen) -> None:
-    """Stop the hub as Ctrl-C does (it stops the proxy and every single-user server), then whatever is left of its group."""
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(10)
-
-
-def remove_account(name: str) -> None:
-    """End the processes the test made run as `name` (by id), then userdel -r."""
-    try:
-        uid = pwd.getpwnam(name).pw_uid
-    except KeyError:
-        return
-    left = subprocess.run(["pgrep", "-u", str(uid)], capture_output=True, text=True).stdout.split()
-    for pid in left:
-        try:
-            os.kill(int(pid), signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    time.sleep(0.5 if left else 0)
-    subprocess.run(["userdel", "-r", name], capture_output=True)
-
-
-def start(command: list[str], env: dict, made: "Hub") -> subprocess.Popen:
-    """Run `bash course.sh hub ...` (the set-up, then the hub) and wait until the hub answers."""
-    with open(made.log, "a") as out:
-        proc = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    deadline = time.monotonic() + START_S
-    try:
-        while True:
-            assert proc.poll() is None, f"course.sh hub exited ({proc.returncode}):\n{made.log_tail()}"
-            assert time.monotonic() < deadline, f"the hub did not answer in {START_S} s:\n{made.log_tail()}"
-            try:
-                with urllib.request.urlopen(made.url + "/hub/api/", timeout=5) as r:
-                    if r.status == 200:
-                        return proc
-            except OSError:
-                time.sleep(1)
-    except BaseException:   # a hub that did not come up is stopped here: the caller never got it
-        stop(proc)
-        raise
 
 
 @pytest.fixture(scope="module")
 def hub():
+    """`bash course.sh hub` with an instructor and three learners (tests/hub/hubdriver.py: class_hub)."""
     reason = why_not()
     if reason:
         pytest.skip(reason)
-    prefix = "bbt" + secrets.token_hex(3)
-    accounts = classroom.Accounts(f"{prefix}i", [f"{prefix}a", f"{prefix}b", f"{prefix}c"])
-    tmp = Path(tempfile.mkdtemp(prefix="bbt-hub-"))
-    tmp.chmod(0o711)   # learners reach the exchange in tmp/state; nothing here is listable
-    roster = tmp / "roster.csv"
-    roster.write_text("id,first_name,last_name,email\n" +
-                      "".join(f"{n},Learner,{n[-1].upper()},{n}@example.org\n" for n in accounts.learners))
-    # course.sh hub closes the repository's sources to other users; the checkout is left as it was
-    modes = {ROOT / n: (ROOT / n).stat().st_mode for n in classroom.SOURCES if (ROOT / n).exists()}
-    port = free_port()
-    command = ["bash", str(ROOT / "course.sh"), "hub", "--roster", str(roster), "--instructor", accounts.instructor,
-               "--port", str(port), "--ip", "127.0.0.1", "--learner-memory-mb", str(LEARNER_MB)]
-    env = {**os.environ, "HUB_STATE": str(tmp / "state")}
-    made = Hub(f"http://127.0.0.1:{port}", tmp / "state", accounts, tmp / "hub.log")
-    try:
-        made.proc = start(command, env, made)
-
-        def restart():
-            """Stop the hub as its service's restart (or a reboot) does, then start the same command again."""
-            stop(made.proc)
-            made.proc = start(command, env, made)
-        made.restart = restart
+    with class_hub(learners=3) as made:
         yield made
-    finally:
-        if made.proc is not None:
-            stop(made.proc)
-        for name in [accounts.instructor, *accounts.learners]:
-            remove_account(name)
-        classroom.sudoers_file(tmp / "state").unlink(missing_ok=True)
-        shutil.rmtree(tmp, ignore_errors=True)
-        for path, mode in modes.items():
-            path.chmod(mode)
 
 
 def mutant() -> dict:
@@ -611,6 +405,30 @@ def test_the_hubs_log_has_no_formgrader_noise(semester, hub):
     said = [line for line in hub.log.read_text(errors="replace").splitlines() if any(n in line for n in NOISE)]
     assert not said, "\n".join(said[:10])
 
+
+
+def test_a_class_runs_the_benchmarks_path(semester, hub):
+    """benchmarks/hub_class.py's path for this hub's three learners (its figures for a class of 40 are in its
+    docstring and README): their servers asked for at once through the REST API and waited for, the lesson
+    opened in a kernel and its first two cells run through the kernel's websocket, each learner's memory read
+    from their cgroup and /proc, one learner's kernel over their limit ended by the kernel's OOM killer in
+    their cgroup alone while the others' kernels still answer. Counts, not times."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import hub_class
+    learners = hub.accounts.learners
+    figures = hub_class.run_class(hub, learners, cells=2, oom=True, learner_mb=LEARNER_MB)
+    assert figures["start"]["ready"] == len(learners) and not figures["start"]["failed"], figures["start"]
+    assert figures["cells"]["ok"] == 2 * len(learners), figures["cells"]
+    for name, m in figures["memory"].items():
+        assert m["kernels"] == 1 and m["used"] > 0 and m["anon"] > 0 and m["server_pss"] > 0 and m["kernel_pss"] > 0, (name, m)
+        assert m["peak"] >= m["used"], (name, m)
+    assert figures["hub"]["hub_pss"] > 0 and figures["hub"]["proxy_pss"] > 0, figures["hub"]
+    oom = figures["oom"]
+    assert oom["victim_kernel"] != ["ok"] and oom["kills"][oom["victim"]] >= 1, oom
+    assert all(kills == 0 for name, kills in oom["kills"].items() if name != oom["victim"]), oom
+    assert all(answer == ["ok"] for answer in oom["others_answer"].values()), oom
+    machine = figures["machine"]
+    assert machine["peak"] >= max(machine["before"], machine["after"]) > 0, machine
 
 
 def test_the_hub_starts_again_with_its_users_exchange_and_gradebook(semester, hub):
