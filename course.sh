@@ -165,7 +165,7 @@ case "$cmd" in
   test)    setup; ensure_browser
            # the hub's grading rule is tested (tests/grader/test_rootworker.py, tests/hub) where root can make it
            if [ "$(id -u)" = 0 ]; then (ensure_sudo) || say "could not install sudo: the hub's grading rule will not be tested"; fi
-           # two test files at a time, each in one pytest-xdist worker (tests/conftest.py: LANES); `-n 0` after it: one process
+           # two test files at a time, each in one pytest-xdist worker (conftest.py: LANES); `-n 0` after it: one process
            exec python -m pytest -n 2 "$@" ;;
   doctor)  ensure_venv; exec python -m course_utils.doctor ;;
   release) setup; exec python -m course_utils.authoring.release "$@" ;;

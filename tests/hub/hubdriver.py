@@ -200,8 +200,9 @@ def start(command: list[str], env: dict, made: "Hub") -> subprocess.Popen:
 
 
 def learner_names(prefix: str, count: int) -> list[str]:
-    """Account names of `count` learners: PREFIXa, PREFIXb, ... (PREFIXs00, PREFIXs01, ... past 26)."""
-    return [f"{prefix}{chr(97 + i)}" if count <= 26 else f"{prefix}s{i:02d}" for i in range(count)]
+    """Account names of `count` learners: PREFIXa ... PREFIXh, or PREFIXs00, PREFIXs01, ... for more than 8
+    (PREFIXi is the instructor)."""
+    return [f"{prefix}{chr(97 + i)}" if count <= 8 else f"{prefix}s{i:02d}" for i in range(count)]
 
 
 @contextlib.contextmanager
