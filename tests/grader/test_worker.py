@@ -124,7 +124,9 @@ def test_time_limits_count_the_workers_own_time():
         w.send(cell("import time"), 60)
         before = w.own_seconds
         w.send(cell("time.sleep(1.5)", 1), 60)
-        assert w.own_seconds - before >= 1.5
+        # all of the sleep but what another thread of the worker waited for a CPU meanwhile, with none of its
+        # threads running (workerclock's rule: milliseconds on a busy machine, as beside another test worker)
+        assert w.own_seconds - before >= 1.4
         with pytest.raises(WorkerDied, match="time limit of 1 s"):
             w.send(cell("time.sleep(30)", 2), 1)
 
