@@ -36,13 +36,13 @@ LEARNER_MB = 1024   # each learner's memory limit in the tests (course.sh hub --
 START_S = 300   # course.sh hub: the set-up (already done: seconds), accounts, npm, the hub's start
 
 
-def why_not() -> str | None:
-    """Why the hub cannot run here (one line), or None."""
+def why_not(who: str = "the hub test", tools: tuple = ("npm", "useradd", "userdel", "runuser")) -> str | None:
+    """Why `who` (a test that makes Unix accounts, the hub's or the exchange's) cannot run here (one line), or None."""
     if os.geteuid() != 0:
-        return "the hub test needs root: it creates Unix accounts (bash course.sh hub runs as root)"
-    for tool in ("npm", "useradd", "userdel", "runuser"):
+        return f"{who} needs root: it creates Unix accounts (bash course.sh hub runs as root)"
+    for tool in tools:
         if shutil.which(tool) is None:
-            return f"the hub test needs {tool} (Debian: apt-get install {'nodejs npm' if tool == 'npm' else 'passwd util-linux'})"
+            return f"{who} needs {tool} (Debian: apt-get install {'nodejs npm' if tool == 'npm' else 'passwd util-linux'})"
     probe = subprocess.run(["runuser", "-u", "nobody", "--", sys.executable, "-c", "import course_utils"],
                            cwd="/", capture_output=True, text=True)
     if probe.returncode != 0:

@@ -39,6 +39,8 @@ from nbgrader.utils import parse_utc
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "hub"))
 import classroom  # noqa: E402
+sys.path.insert(0, str(ROOT / "tests" / "hub"))
+from hubdriver import remove_account, why_not  # noqa: E402
 
 from course_utils import hubexchange  # noqa: E402
 
@@ -55,20 +57,6 @@ c.CourseDirectory.source_directory = "solutions"
 c.CourseDirectory.release_directory = "notebooks"
 c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback"]
 """
-
-
-def why_not() -> str | None:
-    """Why the accounts cannot be made here (one line), or None."""
-    if os.geteuid() != 0:
-        return "the exchange test needs root: it creates Unix accounts (bash course.sh hub runs as root)"
-    for tool in ("useradd", "userdel", "usermod", "runuser"):
-        if shutil.which(tool) is None:
-            return f"the exchange test needs {tool} (Debian: apt-get install passwd util-linux)"
-    probe = subprocess.run(["runuser", "-u", "nobody", "--", sys.executable, "-c", "import course_utils"],
-                           cwd="/", capture_output=True, text=True)
-    if probe.returncode != 0:
-        return f"other users cannot run this environment's Python ({os.path.realpath(sys.executable)})"
-    return None
 
 
 def notebook(text: str) -> str:
@@ -102,18 +90,10 @@ MAKE_FOLDER = ("(os.mkdir(sys.argv[1]), open(os.path.join(sys.argv[1], '01-circu
                "open(os.path.join(sys.argv[1], 'timestamp.txt'), 'w').write('2099-01-01 00:00:00.000000 UTC'))")
 
 
-def remove_account(name: str) -> None:
-    try:
-        pwd.getpwnam(name)
-    except KeyError:
-        return
-    subprocess.run(["userdel", "-r", name], capture_output=True)
-
-
 @pytest.fixture(scope="module")
 def collected():
     """The class, its submissions, the attacks and one `nbgrader collect`. Returns what the tests check."""
-    reason = why_not()
+    reason = why_not("the exchange test", ("useradd", "userdel", "usermod", "runuser"))
     if reason:
         pytest.skip(reason)
     prefix = "bbx" + secrets.token_hex(3)
