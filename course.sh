@@ -8,7 +8,7 @@
 #   bash course.sh bench                time every solution notebook and one autograde
 #   bash course.sh grade LESSON FOLDER  grade a folder of submissions in sandboxes: grades.csv + feedback
 #   bash course.sh grades merge|lms ... merge grades.csv from several machines; a Moodle import CSV
-#   bash course.sh hub [--roster CSV] [--instructor NAME] [--port N]   as root: accounts, then JupyterHub for a class
+#   bash course.sh hub [--roster CSV] [--instructor NAME] [--tas A,B] [--port N]   as root: accounts, then JupyterHub
 # COURSE_ROLE=instructor bash course.sh lab   opens the repository with nbgrader's instructor tools
 set -euo pipefail
 CALLER_DIR=$PWD   # `grade` resolves the caller's relative paths here

@@ -1,9 +1,11 @@
 """The class's Unix accounts, for hub/classroom.py: who may log in, made and checked.
 
-- Accounts: the instructor (a JupyterHub admin) and the learners, kept in STATE/accounts.json.
+- Accounts: the instructor (a JupyterHub admin), the learners and the teaching assistants, kept in
+  STATE/accounts.json.
 - read_learners: the learners' account names from the roster (nbgrader's student list), each one
   checked before anything is changed: a valid name, not a system account, not the instructor, a
   primary group of its own (or of the instructor's only).
+- read_tas: the teaching assistants' names (course.sh hub --tas), checked the same way, none a learner.
 - make_accounts: useradd for the ones that do not exist, a generated password each (kept in
   STATE/passwords.csv, root only), every home mode 700.
 - join_groups: the instructor joins each learner's own group (nbgrader collect reads submissions
@@ -18,7 +20,7 @@ import pwd
 import re
 import secrets
 import subprocess
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from course_utils.grader.sandbox import FIRST_UID
@@ -35,10 +37,12 @@ class BadInput(Exception):
 
 @dataclass
 class Accounts:
-    """Who may log in: the instructor (admin) and the learners. Kept in STATE/accounts.json."""
+    """Who may log in: the instructor (admin), the learners and the teaching assistants, who grade the
+    instructor's course with them (hub/jupyterhub_config.py: the course's service). Kept in STATE/accounts.json."""
 
     instructor: str
     learners: list[str]
+    tas: list[str] = field(default_factory=list)   # none in a file written before there were TAs
 
     @staticmethod
     def read(state: Path) -> "Accounts":
@@ -73,7 +77,29 @@ def read_learners(roster: Path, instructor: str) -> list[str]:
         ids = [row["id"] for row in read_roster(roster)]
     except RosterError as e:
         raise BadInput(str(e)) from None
+    check_names([instructor, *ids])
+    if instructor in ids:
+        raise BadInput(f"the instructor {instructor!r} is also in the roster")
     for name in [instructor, *ids]:
+        check_own_group(name, instructor)
+    return ids
+
+
+def read_tas(tas: str, instructor: str, learners: list[str]) -> list[str]:
+    """The teaching assistants' account names from course.sh hub's --tas (comma-separated, may be empty);
+    BadInput for a name that cannot be an account of its own, the instructor or a learner."""
+    names = [name.strip() for name in tas.split(",") if name.strip()]
+    check_names(names)
+    for name in names:
+        if name == instructor or name in learners:
+            role = "the instructor" if name == instructor else "a learner in the roster"
+            raise BadInput(f"the teaching assistant {name!r} is also {role}: an account has one role")
+    return list(dict.fromkeys(names))
+
+
+def check_names(names: list[str]) -> None:
+    """BadInput for a name that cannot be a class account: not a valid Unix name, or a system account's."""
+    for name in names:
         if not ACCOUNT_NAME.fullmatch(name):
             raise BadInput(f"{name[:40]!r} cannot be a Unix account name (lower-case letters, digits, _ and -, "
                            f"starting with a letter or _, at most 32)")
@@ -83,11 +109,6 @@ def read_learners(roster: Path, instructor: str) -> list[str]:
             continue
         if uid not in HUMAN_UIDS:
             raise BadInput(f"{name!r} is a system account (uid {uid}): choose another name")
-    if instructor in ids:
-        raise BadInput(f"the instructor {instructor!r} is also in the roster")
-    for name in [instructor, *ids]:
-        check_own_group(name, instructor)
-    return ids
 
 
 def check_own_group(name: str, instructor: str) -> None:

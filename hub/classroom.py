@@ -2,7 +2,7 @@
 
     bash course.sh hub [--roster students.csv] [--instructor NAME] [--port 8000] [--ip ADDRESS]
                        [--ssl-cert CERT.pem --ssl-key KEY.pem] [--idle-minutes 60]
-                       [--learner-memory-mb 2048] [--learner-cpus 1] [--service]
+                       [--learner-memory-mb 2048] [--learner-cpus 1] [--tas ta1,ta2] [--service]
 
 What it does, each step idempotent (run it again after editing the roster):
 - Unix accounts: the instructor (a JupyterHub admin) and one learner per roster row (nbgrader's
@@ -10,6 +10,11 @@ What it does, each step idempotent (run it again after editing the roster):
   account gets a generated password, printed once and kept in STATE/passwords.csv (root only);
   an existing account keeps its password. Every home is mode 700: learners work there (nbgrader
   fetches into it), apart from the instructor's files, and cannot read each other's. (hub/accounts.py)
+  Teaching assistants (--tas) get accounts too, with a server like a learner's.
+- The course as a hub service for every grader (nbgrader's "one class, multiple graders"): the
+  instructor's course served by jupyterhub-singleuser at /services/COURSE/ as the instructor's account,
+  which the instructor and the teaching assistants open (hub/jupyterhub_config.py); its Nbgrader menu
+  (write_grader_menu) links to its own Formgrader.
 - The instructor's course: ~INSTRUCTOR/course (mode 700), a copy of the repository's solutions/ and
   nbgrader_config.py, the roster imported into its gradebook (`nbgrader db student import`);
   ~INSTRUCTOR/.jupyter/nbgrader_config.py loads that configuration, so the instructor's nbgrader
@@ -45,7 +50,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from accounts import Accounts, BadInput, as_user, join_groups, make_accounts, read_learners, write_private
+from accounts import Accounts, BadInput, as_user, join_groups, make_accounts, read_learners, read_tas, write_private
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_STATE = ROOT / "hub" / "state"
@@ -116,13 +121,14 @@ def terminal_rc(state: Path) -> Path:
     return shared_config_dir(state) / "terminal.bashrc"
 
 
-def user_environment(state: Path, accounts: Accounts, name: str) -> dict[str, str]:
+def user_environment(state: Path, accounts: Accounts, name: str, service: bool = False) -> dict[str, str]:
     """What a user's single-user server (and nbgrader run as that user) gets in its environment:
-    the shared config folder, and for the instructor the instructor tools' config first; the exchange,
-    which the course's nbgrader_config.py (loaded last, in the instructor's course) reads."""
+    the shared config folder, and for the instructor the instructor tools' config first (with service,
+    the course's service's: its menu links to its own Formgrader); the exchange, which the course's
+    nbgrader_config.py (loaded last, in the instructor's course) reads."""
     paths = [shared_config_dir(state)]
     if name == accounts.instructor:
-        paths[:0] = [instructor_config_dir(state), INSTRUCTOR_CONFIG]
+        paths[:0] = [grader_menu_dir(state, service), INSTRUCTOR_CONFIG]
     env = {"JUPYTER_CONFIG_PATH": os.pathsep.join(str(p) for p in paths),
            "COURSE_EXCHANGE": str(exchange_dir(state)),   # for the course's nbgrader_config.py (the instructor's)
            "PATH": course_path()}
@@ -251,8 +257,9 @@ def write_shared_config(state: Path, course: str) -> None:
         '[ -f "$HOME/.bashrc" ] && . "$HOME/.bashrc"\n'
         f'export PATH={shlex.quote(course_path())}:"$PATH"   # first: nbgrader, the course\'s python, /usr/sbin\n'
         '[ "$PWD" = "$HOME" ] && [ -d "$JUPYTER_SERVER_ROOT" ] && cd "$JUPYTER_SERVER_ROOT"\n'), mode=0o644)
-    # nbgrader's course list looks for a Formgrader service at /services/COURSE on a hub, which this hub has
-    # not (the instructor's Formgrader is in their own server), and logs an error each time: off for everyone.
+    # nbgrader's course list (a learner's page of courses, and Formgrader's list of them) looks for a Formgrader
+    # at /services/COURSE on a hub and logs an error each time it finds none where it asks: off for everyone
+    # (graders open the course's service from the hub's home page, or the instructor's own Formgrader).
     write_private(config / "jupyter_server_config.json", json.dumps({"ServerApp": {
         "terminado_settings": {"shell_command": ["/bin/bash", "--rcfile", str(terminal_rc(state)), "-i"]},
         "jpserver_extensions": {"nbgrader.server_extensions.course_list": False}}}, indent=1) + "\n", mode=0o644)
@@ -263,13 +270,20 @@ def write_shared_config(state: Path, course: str) -> None:
                   json.dumps({"disabledExtensions": plugins, "lockedExtensions": plugins}) + "\n", mode=0o644)
 
 
-def instructor_config_dir(state: Path) -> Path:
-    """The hub instructor's first config folder (user_environment; write_instructor_config)."""
-    return state / "instructor-jupyter"
+def grader_menu_dir(state: Path, service: bool = False) -> Path:
+    """The first config folder of the instructor's server, or with service of the course's service
+    (user_environment; write_grader_menu)."""
+    return state / ("service-jupyter" if service else "instructor-jupyter")
 
 
-def write_instructor_config(state: Path, instructor: str) -> None:
-    """STATE/instructor-jupyter, read first by the instructor's server: Formgrader opens from the Nbgrader
+def service_prefix() -> str:
+    """Where the hub serves the course's service (hub/jupyterhub_config.py): /services/COURSE/, as nbgrader names it."""
+    return f"/services/{course_id()}/"
+
+
+def write_grader_menu(state: Path, prefix: str, service: bool = False) -> None:
+    """STATE/instructor-jupyter, read first by the instructor's server (prefix /user/INSTRUCTOR/), or
+    STATE/service-jupyter, by the course's service (prefix service_prefix()): Formgrader opens from the Nbgrader
     menu in a browser tab of its own. JupyterHub forbids framing a user's server (Content-Security-Policy
     frame-ancestors 'none', against another user's page on the same origin), so nbgrader's Formgrader tab
     in JupyterLab, an iframe, stays blank on a hub; nbgrader's documented way is a browser tab of its own.
@@ -277,9 +291,9 @@ def write_instructor_config(state: Path, instructor: str) -> None:
     from JupyterLab's settings (labconfig/default_setting_overrides.json: defaults, which the instructor's
     own menu settings, if they save any, replace) holds the Assignment List, Formgrader and Autograde a lesson
     (course_utils.grader.autograde_lesson: every submission of a lesson in one press), which JupyterLab's
-    help:open opens in a new browser tab. Formgrader's links to files there reach the
-    instructor's JupyterLab through the hub's 404 page (hub/templates)."""
-    folder = instructor_config_dir(state)
+    help:open opens in a new browser tab, each under prefix. Formgrader's links to files there reach the
+    JupyterLab it came from through the hub's 404 page (hub/templates)."""
+    folder = grader_menu_dir(state, service)
     for d in (folder, folder / "labconfig"):
         d.mkdir(exist_ok=True)
         d.chmod(0o755)
@@ -288,9 +302,8 @@ def write_instructor_config(state: Path, instructor: str) -> None:
                   json.dumps({"disabledExtensions": off, "lockedExtensions": off}) + "\n", mode=0o644)
     menu = {"id": "jp-mainmenu-nbgrader", "label": "Nbgrader", "rank": 1000, "items": [
         {"command": "nbgrader:open-assignment-list"},
-        {"command": "help:open", "args": {"url": f"/user/{instructor}/formgrader", "text": "Formgrader",
-                                          "newBrowserTab": True}},
-        {"command": "help:open", "args": {"url": f"/user/{instructor}/course/autograde", "text": "Autograde a lesson",
+        {"command": "help:open", "args": {"url": f"{prefix}formgrader", "text": "Formgrader", "newBrowserTab": True}},
+        {"command": "help:open", "args": {"url": f"{prefix}course/autograde", "text": "Autograde a lesson",
                                           "newBrowserTab": True}}]}
     write_private(folder / "labconfig" / "default_setting_overrides.json", json.dumps(
         {"@jupyterlab/mainmenu-extension:plugin": {"menus": [menu]}}, indent=1) + "\n", mode=0o644)
@@ -472,6 +485,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
                         "0: no memory, process or CPU limit)")
     p.add_argument("--learner-cpus", type=float, default=os.environ.get("HUB_LEARNER_CPUS") or str(DEFAULT_LEARNER_CPUS),
                    help=f"cores one learner's processes may use together ($HUB_LEARNER_CPUS; default: {DEFAULT_LEARNER_CPUS:g})")
+    p.add_argument("--tas", default=os.environ.get("HUB_TAS", ""),
+                   help="teaching assistants' account names, comma-separated: they grade the course with the instructor "
+                        "in its service at /services/COURSE/ (as the instructor's account; $HUB_TAS; default: none)")
     p.add_argument("--service", action="store_true",
                    help=f"install the hub, with these options, as the systemd service {SERVICE} that starts at boot "
                         "and after a failure, and start it now (its log: journalctl -u " + SERVICE + ")")
@@ -512,7 +528,8 @@ def hub_options(args: argparse.Namespace) -> list[str]:
     """The options of `bash course.sh hub` that give these args, each spelled out (not left to $HUB_*)."""
     options = ["--roster", str(args.roster), "--instructor", args.instructor, "--port", str(args.port),
                "--ip", args.ip, "--idle-minutes", str(args.idle_minutes),
-               "--learner-memory-mb", str(args.learner_memory_mb), "--learner-cpus", f"{args.learner_cpus:g}"]
+               "--learner-memory-mb", str(args.learner_memory_mb), "--learner-cpus", f"{args.learner_cpus:g}",
+               "--tas", args.tas]
     if args.ssl_cert is not None:
         options += ["--ssl-cert", str(args.ssl_cert), "--ssl-key", str(args.ssl_key)]
     return options
@@ -559,6 +576,7 @@ def main(argv: list[str] | None = None) -> int:
             raise BadInput(f"{tool} is missing (Debian: apt-get install {package})")
     state = state_dir()
     learners = read_learners(args.roster, args.instructor)      # every check before any change
+    tas = read_tas(args.tas, args.instructor, learners)
     if args.service:
         unit = install_service(args, state)
         say(f"the hub is the systemd service {SERVICE} ({unit}): it starts at boot and after a failure, set up as "
@@ -567,8 +585,8 @@ def main(argv: list[str] | None = None) -> int:
     check_environment()
     make_state(state)
     say(f"state folder: {state} (HUB_STATE): jupyterhub.sqlite, secrets, passwords.csv, exchange/, proxy/")
-    accounts = Accounts(args.instructor, learners)
-    for name, password in make_accounts(state, [accounts.instructor, *learners]).items():
+    accounts = Accounts(args.instructor, learners, tas)
+    for name, password in make_accounts(state, [accounts.instructor, *learners, *tas]).items():
         say(f"new account {name}, password {password} (shown once; kept in {state / 'passwords.csv'}, root only)")
     join_groups(accounts)
     for path in close_sources():
@@ -577,13 +595,16 @@ def main(argv: list[str] | None = None) -> int:
     say(f"the instructor grades with the full sandbox: {allow_full_sandbox(state, accounts.instructor)} lets them run "
         f"{root_worker(state)} as root (course_utils.grader.rootworker)")
     write_shared_config(state, course_id())
-    write_instructor_config(state, accounts.instructor)
+    write_grader_menu(state, f"/user/{accounts.instructor}/")
+    write_grader_menu(state, service_prefix(), service=True)
     course = make_course(state, accounts, args.roster)
     install_proxy(state)
     make_secrets(state)
     accounts.write(state)
     say(f"instructor (JupyterHub admin): {accounts.instructor}, course directory {course}")
     say(f"learners: {', '.join(learners) or 'none'} (from {args.roster})")
+    say(f"the course for every grader (the instructor{', teaching assistants ' + ', '.join(tas) if tas else ''}): "
+        f"{service_prefix()}lab, served as {accounts.instructor} (the hub's home page: Services)")
     say(f"starting JupyterHub on {'https' if args.ssl_cert else 'http'}://{args.ip or '0.0.0.0'}:{args.port}/ "
         "(Ctrl-C stops it and every server)")
     os.chdir(state)   # JupyterHub and its proxy write their pid files and logs where they start

@@ -3,13 +3,17 @@
 - PAM logins of real Unix accounts (the system's own passwords), LocalProcessSpawner: each user's
   JupyterLab runs as that user, from this environment, in their home (the instructor's: their
   nbgrader course directory).
-- Who may log in: STATE/accounts.json (the instructor, an admin, and the roster's learners).
+- Who may log in: STATE/accounts.json (the instructor, an admin, the roster's learners, the teaching assistants).
 - Every server gets classroom.user_environment: the shared config folder whose nbgrader_config.py
   names the exchange, and for the instructor nbgrader's instructor tools (Formgrader); learners get
   the environment's learner view.
 - The instructor's Nbgrader menu opens Formgrader in a browser tab of its own (a user's server cannot be
-  framed on a hub: classroom.write_instructor_config), and its links to files reach their JupyterLab
+  framed on a hub: classroom.write_grader_menu), and its links to files reach their JupyterLab
   through the hub's 404 page (hub/templates/404.html).
+- The course for every grader, nbgrader's "one class, multiple graders": the instructor's course served by
+  jupyterhub-singleuser as the hub's service COURSE (/services/COURSE/, nbgrader's name for it), run as the
+  instructor's account (which owns the course, the gradebook, the exchange's course folders and the grading
+  sudo rule); the instructor and the teaching assistants reach it through a role with its access scope only.
 - Each learner's server in a memory, process and CPU cgroup of its own (hub/limits.py): $HUB_LEARNER_MEMORY_MB,
   $HUB_LEARNER_CPUS.
 - HTTPS from the instructor's certificate and key ($HUB_SSL_CERT, $HUB_SSL_KEY); idle servers stopped by
@@ -59,10 +63,10 @@ c.ConfigurableHTTPProxy.auth_token = (state / "proxy_token").read_text().strip()
 c.JupyterHub.authenticator_class = "pam"
 c.PAMAuthenticator.open_sessions = False   # no login session (systemd-logind) per server: containers have none
 c.Authenticator.admin_users = {accounts.instructor}
-c.Authenticator.allowed_users = {accounts.instructor, *accounts.learners}
+c.Authenticator.allowed_users = {accounts.instructor, *accounts.learners, *accounts.tas}
 
-# LocalProcessSpawner, with a memory, process and CPU cgroup per learner (hub/limits.py; course.sh hub
-# --learner-memory-mb, --learner-cpus); the instructor, who grades, has none.
+# LocalProcessSpawner, with a memory, process and CPU cgroup per learner and teaching assistant (hub/limits.py;
+# course.sh hub --learner-memory-mb, --learner-cpus); the instructor, who grades in their server, has none.
 c.JupyterHub.spawner_class = limits.LimitedSpawner
 c.LimitedSpawner.memory_bytes = int(os.environ.get("HUB_LEARNER_MEMORY_MB") or classroom.DEFAULT_LEARNER_MEMORY_MB) * 2 ** 20
 c.LimitedSpawner.cpus = float(os.environ.get("HUB_LEARNER_CPUS") or classroom.DEFAULT_LEARNER_CPUS)
@@ -85,11 +89,29 @@ c.Spawner.pre_spawn_hook = per_user
 # Learners' idle servers stopped (their files stay): JupyterHub's own culler, as a hub-managed service run as
 # nobody, whose role reaches the group of learners only (never the instructor's server, which may be grading in
 # a terminal nobody watches); course.sh hub --idle-minutes (0: none).
+# The teaching assistants' servers are theirs, like a learner's (they grade in the course's service, below), culled too.
 idle_minutes = int(os.environ.get("HUB_IDLE_MINUTES") or classroom.DEFAULT_IDLE_MINUTES)
+c.JupyterHub.services, c.JupyterHub.load_roles = [], []
 if idle_minutes > 0:
-    c.JupyterHub.load_groups = {"learners": {"users": list(accounts.learners)}}
-    c.JupyterHub.services = [{"name": "idle-culler", "user": "nobody", "cwd": "/", "command": [
+    c.JupyterHub.load_groups = {"culled": {"users": [*accounts.learners, *accounts.tas]}}
+    c.JupyterHub.services.append({"name": "idle-culler", "user": "nobody", "cwd": "/", "command": [
         sys.executable, "-m", "jupyterhub_idle_culler", f"--timeout={idle_minutes * 60}",
-        f"--cull-every={max(10, min(300, idle_minutes * 60 // 4))}"]}]
-    c.JupyterHub.load_roles = [{"name": "idle-culler", "services": ["idle-culler"], "scopes": [
-        f"{scope}!group=learners" for scope in ("list:users", "read:users:activity", "read:servers", "delete:servers")]}]
+        f"--cull-every={max(10, min(300, idle_minutes * 60 // 4))}"]})
+    c.JupyterHub.load_roles.append({"name": "idle-culler", "services": ["idle-culler"], "scopes": [
+        f"{scope}!group=culled" for scope in ("list:users", "read:users:activity", "read:servers", "delete:servers")]})
+
+# The course for every grader (nbgrader's "one class, multiple graders", its demo's set-up for JupyterHub 2+): the
+# instructor's course in a JupyterLab served as the hub's service named after the course (nbgrader's convention),
+# started and restarted by the hub, as the instructor's account (it owns the course; the grading sudo rule is
+# theirs), in the course, with the instructor's environment and a menu whose Formgrader is its own. Only the role
+# below reaches it: the instructor and the teaching assistants, listed again at every start (JupyterHub makes a
+# role's members exactly these: a TA removed from --tas loses it). Never culled (it is no user's server).
+course = classroom.course_id()
+c.JupyterHub.services.append({
+    "name": course, "url": f"http://127.0.0.1:{free_local_port()}", "user": accounts.instructor,
+    "command": [os.path.join(sys.prefix, "bin", "jupyterhub-singleuser")],
+    "cwd": str(classroom.course_dir(accounts.instructor)), "oauth_no_confirm": True,
+    "environment": {**classroom.user_environment(state, accounts, accounts.instructor, service=True),
+                    "JUPYTERHUB_DEFAULT_URL": "/lab"}})
+c.JupyterHub.load_roles.append({"name": f"graders-{course}", "users": [accounts.instructor, *accounts.tas],
+                                "scopes": [f"access:services!service={course}"]})

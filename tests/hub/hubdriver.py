@@ -114,13 +114,15 @@ class Hub:
         assert status == 200 and isinstance(answer, dict) and answer.get("success"), (action, status, answer)
         return answer
 
-    def terminal(self, name: str, command: str, timeout: float = 600) -> tuple[int, str]:
-        """`command` typed into a new JupyterLab terminal of `name`'s server, as its Terminal tab does (the
-        terminals API, then the terminal's websocket): (its exit status, what the terminal showed)."""
-        status, model = self.request(name, "POST", f"/user/{name}/api/terminals", {"cwd": ""})  # the file browser's root
+    def terminal(self, name: str, command: str, timeout: float = 600, server: str | None = None) -> tuple[int, str]:
+        """`command` typed into a new JupyterLab terminal of `name`'s server (or of the JupyterLab at the path
+        `server`, the course's service say), as its Terminal tab does (the terminals API, then the terminal's
+        websocket): (its exit status, what the terminal showed)."""
+        server = server or f"/user/{name}/"
+        status, model = self.request(name, "POST", f"{server}api/terminals", {"cwd": ""})  # the file browser's root
         assert status == 200, (status, model)
         mark = secrets.token_hex(6)   # typed split in two, so only the shell's answer holds it whole
-        url = f"ws{self.url[4:]}/user/{name}/terminals/websocket/{model['name']}"
+        url = f"ws{self.url[4:]}{server}terminals/websocket/{model['name']}"
 
         async def talk() -> tuple[int, str]:
             from tornado.httpclient import HTTPRequest
@@ -140,7 +142,7 @@ class Hub:
         try:
             return asyncio.run(talk())
         finally:
-            self.request(name, "DELETE", f"/user/{name}/api/terminals/{model['name']}")
+            self.request(name, "DELETE", f"{server}api/terminals/{model['name']}")
 
     def instructor(self, *args: str) -> str:
         """`nbgrader ARGS` as the instructor types it in a JupyterLab terminal of their server (README's path)."""
@@ -206,12 +208,13 @@ def learner_names(prefix: str, count: int) -> list[str]:
 
 
 @contextlib.contextmanager
-def class_hub(learners: int = 3, learner_mb: int = LEARNER_MB, options: tuple = ()):
-    """with class_hub(...) as hub: `bash course.sh hub` for an instructor and `learners` learners, made up
-    for it (unique names), with `options` added to its command line; always stopped, and the accounts, the
-    sudo rule and the state folder removed, the repository's permissions put back."""
+def class_hub(learners: int = 3, learner_mb: int = LEARNER_MB, options: tuple = (), tas: int = 0):
+    """with class_hub(...) as hub: `bash course.sh hub` for an instructor, `learners` learners and `tas`
+    teaching assistants (PREFIXt0, ...), made up for it (unique names), with `options` added to its command
+    line; always stopped, and the accounts, the sudo rule and the state folder removed, the repository's
+    permissions put back. hub.restart(options) starts it again with other options (the same by default)."""
     prefix = "bbt" + secrets.token_hex(3)
-    accounts = classroom.Accounts(f"{prefix}i", learner_names(prefix, learners))
+    accounts = classroom.Accounts(f"{prefix}i", learner_names(prefix, learners), [f"{prefix}t{i}" for i in range(tas)])
     tmp = Path(tempfile.mkdtemp(prefix="bbt-hub-"))
     tmp.chmod(0o711)   # learners reach the exchange in tmp/state; nothing here is listable
     roster = tmp / "roster.csv"
@@ -221,22 +224,24 @@ def class_hub(learners: int = 3, learner_mb: int = LEARNER_MB, options: tuple = 
     modes = {ROOT / n: (ROOT / n).stat().st_mode for n in classroom.SOURCES if (ROOT / n).exists()}
     port = free_port()
     command = ["bash", str(ROOT / "course.sh"), "hub", "--roster", str(roster), "--instructor", accounts.instructor,
-               "--port", str(port), "--ip", "127.0.0.1", "--learner-memory-mb", str(learner_mb), *options]
+               "--port", str(port), "--ip", "127.0.0.1", "--learner-memory-mb", str(learner_mb),
+               "--tas", ",".join(accounts.tas)]
     env = {**os.environ, "HUB_STATE": str(tmp / "state")}
     made = Hub(f"http://127.0.0.1:{port}", tmp / "state", accounts, tmp / "hub.log")
     try:
-        made.proc = start(command, env, made)
+        made.proc = start(command + list(options), env, made)
 
-        def restart():
-            """Stop the hub as its service's restart (or a reboot) does, then start the same command again."""
+        def restart(again: tuple = options):
+            """Stop the hub as its service's restart (or a reboot) does, then start the command again (with
+            the options `again`: the same by default)."""
             stop(made.proc)
-            made.proc = start(command, env, made)
+            made.proc = start(command + list(again), env, made)
         made.restart = restart
         yield made
     finally:
         if made.proc is not None:
             stop(made.proc)
-        for name in [accounts.instructor, *accounts.learners]:
+        for name in [accounts.instructor, *accounts.learners, *accounts.tas]:
             remove_account(name)
         classroom.sudoers_file(tmp / "state").unlink(missing_ok=True)
         shutil.rmtree(tmp, ignore_errors=True)

@@ -49,6 +49,28 @@ def test_a_roster_the_class_cannot_have_is_refused_with_the_reason(tmp_path, ids
     assert words in str(e.value) and "\n" not in str(e.value)
 
 
+def test_teaching_assistants_are_named_once_each_in_any_spacing():
+    assert accounts.read_tas(" zq_tom, zq_tia,,zq_tom ", "zq_teacher", ["zq_ada"]) == ["zq_tom", "zq_tia"]
+    assert accounts.read_tas("", "zq_teacher", ["zq_ada"]) == []
+
+
+@pytest.mark.parametrize("tas, words", [
+    ("Tom", "cannot be a Unix account name"),
+    ("zq_tom,root", "system account (uid 0)"),
+    ("zq_teacher", "'zq_teacher' is also the instructor: an account has one role"),
+    ("zq_tom,zq_ada", "'zq_ada' is also a learner in the roster: an account has one role"),
+])
+def test_a_teaching_assistant_the_class_cannot_have_is_refused_with_the_reason(tas, words):
+    with pytest.raises(accounts.BadInput) as e:
+        accounts.read_tas(tas, "zq_teacher", ["zq_ada"])
+    assert words in str(e.value) and "\n" not in str(e.value)
+
+
+def test_accounts_written_before_there_were_tas_have_none(tmp_path):
+    (tmp_path / "accounts.json").write_text('{"instructor": "zq_teacher", "learners": ["zq_ada"]}\n')
+    assert accounts.Accounts.read(tmp_path) == accounts.Accounts("zq_teacher", ["zq_ada"], [])
+
+
 def test_a_roster_without_the_id_column_is_refused(tmp_path):
     with pytest.raises(accounts.BadInput, match="no column id"):
         accounts.read_learners(roster(tmp_path, "zq_ada", header="name,first_name,last_name,email\n"), "zq_teacher")

@@ -255,7 +255,8 @@ def test_a_terminal_keeps_the_course_path_and_starts_in_the_servers_folder(tmp_p
 def hub_config(state: Path, **env: str):
     """hub/jupyterhub_config.py as JupyterHub loads it, for a class in `state`, with course.sh hub's env."""
     from traitlets.config.loader import PyFileConfigLoader
-    classroom.Accounts("teacher", ["ada"]).write(state)
+    # the instructor: an account that exists (the course's service runs as it, in its course)
+    classroom.Accounts(pwd.getpwuid(os.getuid()).pw_name, ["ada"], ["tom"]).write(state)
     (state / "proxy_token").write_text("token\n")
     saved = {k: os.environ.get(k) for k in ("HUB_STATE", *env)}
     os.environ.update(HUB_STATE=str(state), **env)
@@ -274,16 +275,49 @@ def test_https_from_the_instructors_certificate_and_idle_servers_stopped_by_the_
                         HUB_IDLE_MINUTES=str(args.idle_minutes), HUB_PORT="8443")
     assert config.JupyterHub.ssl_cert == str(cert) and config.JupyterHub.ssl_key == str(key)
     assert config.JupyterHub.bind_url == "https://:8443"
-    culler, = config.JupyterHub.services
+    culler, course = config.JupyterHub.services
     assert culler["command"][1:] == ["-m", "jupyterhub_idle_culler", "--timeout=1800", "--cull-every=300"]
     assert culler["user"] == "nobody", "not root"
-    role, = config.JupyterHub.load_roles
+    role, graders = config.JupyterHub.load_roles
     assert role["services"] == ["idle-culler"] and sorted(role["scopes"]) == [
-        "delete:servers!group=learners", "list:users!group=learners", "read:servers!group=learners",
-        "read:users:activity!group=learners"], "learners' servers only: never the instructor's"
-    assert config.JupyterHub.load_groups == {"learners": {"users": ["ada"]}}
+        "delete:servers!group=culled", "list:users!group=culled", "read:servers!group=culled",
+        "read:users:activity!group=culled"], "learners' and TAs' servers only: never the instructor's"
+    assert config.JupyterHub.load_groups == {"culled": {"users": ["ada", "tom"]}}
     plain = hub_config(tmp_path, HUB_SSL_CERT="", HUB_SSL_KEY="", HUB_IDLE_MINUTES="0", HUB_PORT="8000")
-    assert plain.JupyterHub.bind_url == "http://:8000" and "services" not in plain.JupyterHub
+    assert plain.JupyterHub.bind_url == "http://:8000"
+    assert [s["name"] for s in plain.JupyterHub.services] == [course["name"]], "no culler, the course's service stays"
+
+
+def test_the_course_is_a_hub_service_for_the_instructor_and_the_teaching_assistants(tmp_path):
+    """nbgrader's "one class, multiple graders": the course served by jupyterhub-singleuser as the hub's
+    service named after the course, as the instructor's account, in their course, with the service's own
+    menu; a role gives its access scope, and only it, to the instructor and the TAs."""
+    config = hub_config(tmp_path, HUB_IDLE_MINUTES="0")
+    instructor = pwd.getpwuid(os.getuid()).pw_name
+    service, = config.JupyterHub.services
+    assert service["name"] == classroom.course_id() and service["user"] == instructor, service
+    assert service["command"] == [str(Path(sys.prefix) / "bin" / "jupyterhub-singleuser")]
+    assert service["cwd"] == str(classroom.course_dir(instructor)) and service["url"].startswith("http://127.0.0.1:")
+    env = service["environment"]
+    assert env["JUPYTER_CONFIG_PATH"].split(os.pathsep)[0] == str(classroom.grader_menu_dir(tmp_path, service=True))
+    assert env["COURSE_ROOT_WORKER"] == str(classroom.root_worker(tmp_path)) and env["JUPYTERHUB_DEFAULT_URL"] == "/lab"
+    role, = config.JupyterHub.load_roles
+    assert role == {"name": f"graders-{classroom.course_id()}", "users": [instructor, "tom"],
+                    "scopes": [f"access:services!service={classroom.course_id()}"]}, role
+    assert config.Authenticator.allowed_users == {instructor, "ada", "tom"}
+
+
+def test_each_graders_menu_opens_its_own_formgrader(tmp_path):
+    """The instructor's server's Nbgrader menu opens Formgrader and Autograde under /user/INSTRUCTOR/, the
+    course's service's under /services/COURSE/: a TA in the service never lands in the instructor's server."""
+    for prefix, service in (("/user/teacher/", False), (classroom.service_prefix(), True)):
+        classroom.write_grader_menu(tmp_path, prefix, service=service)
+        folder = classroom.grader_menu_dir(tmp_path, service)
+        menu, = json.loads((folder / "labconfig" / "default_setting_overrides.json").read_text())[
+            "@jupyterlab/mainmenu-extension:plugin"]["menus"]
+        urls = [item["args"]["url"] for item in menu["items"] if item["command"] == "help:open"]
+        assert urls == [f"{prefix}formgrader", f"{prefix}course/autograde"], urls
+    assert classroom.service_prefix() == f"/services/{classroom.course_id()}/"
 
 
 @pytest.mark.parametrize("argv, words", [
@@ -307,11 +341,11 @@ def test_bad_hub_options_are_one_line_errors(tmp_path, monkeypatch, argv, words)
         classroom.parse(argv)
 
 
-def test_learners_get_the_hubs_limits_and_the_instructor_none(tmp_path):
+def test_learners_and_tas_get_the_hubs_limits_and_the_instructor_none(tmp_path):
     args = classroom.parse(["--learner-memory-mb", "1536", "--learner-cpus", "0.5"])
     config = hub_config(tmp_path, HUB_LEARNER_MEMORY_MB=str(args.learner_memory_mb), HUB_LEARNER_CPUS=str(args.learner_cpus))
     spawner = config.LimitedSpawner
-    assert (spawner.memory_bytes, spawner.cpus, spawner.unlimited) == (1536 * 2 ** 20, 0.5, {"teacher"})
+    assert (spawner.memory_bytes, spawner.cpus, spawner.unlimited) == (1536 * 2 ** 20, 0.5, {pwd.getpwuid(os.getuid()).pw_name})
     defaults = classroom.parse([])
     assert (defaults.learner_memory_mb, defaults.learner_cpus) == (classroom.DEFAULT_LEARNER_MEMORY_MB, classroom.DEFAULT_LEARNER_CPUS)
 
@@ -379,6 +413,7 @@ def test_the_service_runs_the_hub_with_the_same_options_at_boot(tmp_path, monkey
     (those given through $HUB_* too), so that it starts the same hub at boot; systemd reads it
     without error (systemd-analyze verify, where installed)."""
     monkeypatch.setenv("HUB_PORT", "8123")
+    monkeypatch.setenv("HUB_TAS", "tom,tia")
     (tmp_path / "cert.pem").write_text("-")
     (tmp_path / "key.pem").write_text("-")
     roster = tmp_path / "class 100%$HOME.csv"   # systemd's specifier and variable characters, and a space
@@ -389,7 +424,7 @@ def test_the_service_runs_the_hub_with_the_same_options_at_boot(tmp_path, monkey
     assert words[:3] == ["/bin/bash", str(ROOT / "course.sh"), "hub"], words
     again = classroom.parse(words[3:])
     assert vars(again) == {**vars(args), "service": False}, "the service starts the hub this command would start"
-    assert again.port == 8123 and again.roster == roster
+    assert again.port == 8123 and again.roster == roster and again.tas == "tom,tia"
     assert f'Environment="HUB_STATE={tmp_path / "state"}"' in unit and "Restart=on-failure" in unit
     assert "WantedBy=multi-user.target" in unit
     if shutil.which("systemd-analyze"):

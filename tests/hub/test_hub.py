@@ -10,7 +10,8 @@ then the class, as its members do it:
   own token: fetch (nbgrader's /assignments/fetch, what JupyterLab's Assignments panel calls),
   save the notebook (Jupyter's contents API), submit (/assignments/submit), fetch the feedback.
   Learner 1 submits the solved notebook, learner 2 the untouched one, learner 3 one wrong answer.
-The instructor's server has Formgrader, on their course; a learner's has none.
+The instructor's server has Formgrader, on their course; a learner's has none. A teaching assistant
+(course.sh hub --tas) grades the same course in its hub service, and reaches nothing else.
 The browser test logs in as learner 1 through the hub's login form: the lesson in the file browser,
 nbgrader's Assignment List (and no instructor tool) in its menu, Validate in the notebook's toolbar,
 pressed: the learner's own server validates their saved notebook and reports success.
@@ -41,11 +42,12 @@ pytestmark = [pytest.mark.slow, pytest.mark.hub]
 
 @pytest.fixture(scope="module")
 def hub():
-    """`bash course.sh hub` with an instructor and three learners (tests/hub/hubdriver.py: class_hub)."""
+    """`bash course.sh hub` with an instructor, three learners and a teaching assistant (tests/hub/hubdriver.py:
+    class_hub)."""
     reason = why_not()
     if reason:
         pytest.skip(reason)
-    with class_hub(learners=3) as made:
+    with class_hub(learners=3, tas=1) as made:
         yield made
 
 
@@ -250,16 +252,77 @@ def test_the_instructor_has_formgrader_on_their_course_and_learners_have_none(se
     assert status == 404, (status, str(answer)[:500])
 
 
+def grades_of(hub, name: str, server: str, learner: str) -> list[dict]:
+    """The grades of `learner`'s LESSON submission in the Formgrader of the JupyterLab at `server`, asked as `name`."""
+    fg = f"{server}formgrader/api"
+    status, notebooks = hub.request(name, "GET", f"{fg}/submitted_notebooks/{LESSON}/{LESSON}")
+    assert status == 200, (name, server, status, notebooks)
+    submission = next(n["id"] for n in notebooks if n["student"] == learner)
+    status, grades = hub.request(name, "GET", f"{fg}/grades?submission_id={submission}")
+    assert status == 200, (name, server, status, grades)
+    return grades
+
+
+def test_a_teaching_assistant_grades_the_instructors_course_in_its_service_and_nothing_more(semester, hub):
+    """nbgrader's "one class, multiple graders" (course.sh hub --tas): the course is the hub's service COURSE,
+    jupyterhub-singleuser run as the instructor's account in their course, holding no role of its own. The
+    instructor and the TA reach its Formgrader, a learner does not; the TA's hand score there is the one the
+    instructor's own Formgrader shows (one gradebook); the TA's terminal in it is the course's, with the
+    grading sudo rule. Beyond it the TA is a user like a learner: no hub admin, no instructor's server, no
+    sudo, no instructor's files from their own account."""
+    instructor, ta, learner, solved_by = hub.accounts.instructor, hub.accounts.tas[0], semester["untouched_by"], semester["solved_by"]
+    course, service = classroom.course_id(), classroom.service_prefix()
+    status, info = hub.request(instructor, "GET", f"/hub/api/services/{course}")
+    assert status == 200 and info.get("pid") and info["roles"] == [], (status, info)
+    command = Path(f"/proc/{info['pid']}/cmdline").read_bytes().split(b"\0")
+    assert any(word.endswith(b"/jupyterhub-singleuser") for word in command[:2]), command   # the script, or python running it
+    assert Path(f"/proc/{info['pid']}").stat().st_uid == pwd.getpwnam(instructor).pw_uid, "as the instructor"
+    for name, expected in ((instructor, 200), (ta, 200), (learner, 403)):
+        status, answer = hub.request(name, "GET", f"{service}formgrader/api/assignments")
+        assert status == expected, (name, status, str(answer)[:500])
+        assert expected != 200 or LESSON in [a["name"] for a in answer], answer
+    # the TA scores a written answer by hand in the service; the instructor's own Formgrader sees it, then it goes back
+    written = next(g for g in grades_of(hub, ta, service, solved_by) if g["auto_score"] is None)   # graded by hand
+    fg = f"{service}formgrader/api"
+    status, graded = hub.request(ta, "PUT", f"{fg}/grade/{written['id']}", {"manual_score": 0.25})
+    assert status == 200 and graded["manual_score"] == 0.25, (status, graded)
+    mine = {g["id"]: g for g in grades_of(hub, instructor, f"/user/{instructor}/", solved_by)}
+    assert mine[written["id"]]["manual_score"] == 0.25, mine[written["id"]]
+    status, graded = hub.request(ta, "PUT", f"{fg}/grade/{written['id']}", {"manual_score": written["manual_score"]})
+    assert status == 200, (status, graded)
+    # the TA's terminal in the service: the instructor's account, in the course, nbgrader's, the grading rule
+    code, shown = hub.terminal(ta, 'echo "who=$(id -un) at=$PWD nbgrader=$(command -v nbgrader)"; '
+                                   'sudo -n -l "$COURSE_ROOT_WORKER"', server=service)
+    found = re.search(r"who=(\S+) at=(\S+) nbgrader=(\S+)", shown)
+    assert code == 0 and found, shown[-3000:]
+    assert found.groups() == (instructor, str(classroom.course_dir(instructor)), str(Path(sys.prefix) / "bin" / "nbgrader"))
+    # beyond the service, nothing of the instructor's
+    status, me = hub.request(ta, "GET", "/hub/api/user")
+    assert status == 200 and me["admin"] is False and me["name"] == ta, me
+    for method, path in (("GET", "/hub/api/users"), ("POST", f"/hub/api/users/{learner}/server"),
+                         ("GET", f"/user/{instructor}/api/contents"), ("GET", f"/user/{learner}/api/contents")):
+        status, answer = hub.request(ta, method, path)
+        assert status in (403, 404), (method, path, status, str(answer)[:300])
+    inbound = hub.state / "exchange" / course / "inbound"
+    closed = [home(instructor), semester["course"] / "gradebook.db", inbound, next(inbound.glob(f"{solved_by}+*")),
+              home(solved_by, LESSON, f"{LESSON}.ipynb")]
+    assert reads(ta, closed) == {str(p): "PermissionError" for p in closed}
+    env = classroom.user_environment(hub.state, hub.accounts, ta)
+    assert "COURSE_ROOT_WORKER" not in env
+    done = classroom.as_user(ta, ["sudo", "-n", "-l", str(classroom.root_worker(hub.state))], Path("/"), env, timeout=60)
+    assert done.returncode != 0, done.stdout
+
+
 def test_the_hub_runs_jupyterhubs_idle_culler_as_its_service(hub):
     """Learners' idle servers are stopped by jupyterhub-idle-culler, which the hub starts (as nobody) and
-    watches (course.sh hub --idle-minutes; its role reaches the group of learners only)."""
+    watches (course.sh hub --idle-minutes; its role reaches the group of learners and TAs only)."""
     status, service = hub.request(hub.accounts.instructor, "GET", "/hub/api/services/idle-culler")
     assert status == 200 and service.get("pid"), (status, service)
     command = Path(f"/proc/{service['pid']}/cmdline").read_bytes().split(b"\0")
     assert b"jupyterhub_idle_culler" in command and b"--timeout=3600" in command, command
     assert Path(f"/proc/{service['pid']}").stat().st_uid == pwd.getpwnam("nobody").pw_uid, "run as nobody, not root"
     assert "idle-culler" in service["roles"], service
-    # it has looked at the users once at its start, allowed to (its scopes: the group of learners only)
+    # it has looked at the users once at its start, allowed to (its scopes: the group of learners and TAs only)
     asked = [line for line in hub.log.read_text(errors="replace").splitlines() if "(idle-culler@" in line]
     assert any(re.search(r"\b200 GET /hub/api/users", line) for line in asked), hub.log_tail()
     assert not any(re.search(r"\b40[13] ", line) for line in asked), asked
@@ -367,6 +430,36 @@ def test_the_instructor_opens_formgrader_from_the_menu_and_its_links_reach_their
 
 
 @pytest.mark.browser
+def test_a_teaching_assistant_opens_the_course_from_the_hubs_home_and_its_formgrader_links_stay_in_it(semester, hub):
+    """A TA logs in (their own JupyterLab), finds the course under Services on the hub's home page, opens it
+    without a confirmation page (the service's JupyterLab, in the course), and its Nbgrader > Formgrader in a
+    tab of its own; the lesson's link there (nbgrader's /tree/..., no prefix) opens the folder in the course's
+    JupyterLab, not in the TA's own (hub/templates/404.html: the link's referrer is the service's page)."""
+    name, service = hub.accounts.tas[0], classroom.service_prefix()
+    with browser_page(hub, name, "hub-ta") as page:
+        page.goto(f"{hub.url}/hub/home")
+        page.get_by_text("Services", exact=True).click()
+        link = page.locator(f'a[href$="{service}"]')
+        link.wait_for(timeout=30_000)
+        link.click()
+        page.wait_for_url(f"**{service}lab**", timeout=120_000)
+        page.locator(".jp-DirListing-content").get_by_text("gradebook.db", exact=True).first.wait_for(timeout=120_000)
+        items = menu_items(page, "Nbgrader")
+        assert {"Formgrader", "Autograde a lesson"} <= set(items), items
+        with page.context.expect_page() as opened:
+            page.locator('.lm-Menu-itemLabel:text-is("Formgrader")').click()
+        grader = opened.value
+        lesson = grader.locator(f'a:text-is("{LESSON}")').first
+        lesson.wait_for(timeout=120_000)
+        assert f"{service}formgrader" in grader.url, grader.url
+        with grader.context.expect_page() as opened:
+            lesson.click()
+        lab = opened.value
+        lab.wait_for_url(f"**{service}lab/tree/**{LESSON}", timeout=120_000)
+        lab.locator(".jp-DirListing-content").get_by_text(f"{LESSON}.ipynb", exact=True).first.wait_for(timeout=120_000)
+
+
+@pytest.mark.browser
 def test_the_instructor_autogrades_a_whole_lesson_from_the_menu(semester, hub):
     """Nbgrader > Autograde a lesson opens its page in a tab of its own; one press runs nbgrader autograde on
     the lesson through the browser's own login (cookie and XSRF token, not a token), and the page follows it
@@ -454,3 +547,15 @@ def test_the_hub_starts_again_with_its_users_exchange_and_gradebook(semester, hu
                    for s in a["submissions"]]   # nbgrader's assignment list: each submission, with its feedback
     assert submissions and all(s["has_exchange_feedback"] and s["has_local_feedback"] for s in submissions), submissions
     assert scores() == before and len(before) == len(hub.accounts.learners), (before, scores())
+
+
+def test_a_teaching_assistant_taken_off_the_class_loses_the_course(semester, hub):
+    """The hub started again without --tas (after the restart test: the learners' servers stop with the hub):
+    the TA's token, still in the hub's database, no longer opens the course's service (JupyterHub makes the
+    graders' role exactly the accounts of this start), and the instructor's still does."""
+    ta, service = hub.accounts.tas[0], classroom.service_prefix()
+    hub.restart(("--tas", ""))
+    status, answer = hub.request(ta, "GET", f"{service}formgrader/api/assignments")
+    assert status == 403, (status, str(answer)[:500])
+    status, answer = hub.request(hub.accounts.instructor, "GET", f"{service}formgrader/api/assignments")
+    assert status == 200, (status, str(answer)[:500])
