@@ -73,9 +73,11 @@ ensure_venv() {
 # JUPYTER_CONFIG_PATH.
 INSTRUCTOR_PLUGINS=(@jupyter/nbgrader:create-assignment @jupyter/nbgrader:formgrader
                     @jupyter/nbgrader:course-list @jupyter/nbgrader:menu)
-# The instructor's server extensions: Formgrader, and the course's "autograde a whole lesson" page
-# (course_utils/grader/autograde_lesson.py) beside it.
-INSTRUCTOR_SERVER_EXTENSIONS=(nbgrader.server_extensions.formgrader course_utils.grader.autograde_lesson)
+# The instructor's server extensions: Formgrader, the course's "autograde a whole lesson" page
+# (course_utils/grader/autograde_lesson.py) beside it, and Formgrader reading the gradebook afresh at each
+# request (course_utils/grader/freshgradebook.py: several graders, or a terminal's autograde, change it).
+INSTRUCTOR_SERVER_EXTENSIONS=(nbgrader.server_extensions.formgrader course_utils.grader.autograde_lesson
+                              course_utils.grader.freshgradebook)
 QUIET_PLUGINS=(@jupyterlab/apputils-extension:announcements)
 INSTRUCTOR_CONFIG="$VENV/etc/jupyter-instructor"
 

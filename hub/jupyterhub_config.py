@@ -22,6 +22,7 @@
 """
 
 import os
+import pwd
 import socket
 import sys
 
@@ -64,6 +65,9 @@ c.JupyterHub.authenticator_class = "pam"
 c.PAMAuthenticator.open_sessions = False   # no login session (systemd-logind) per server: containers have none
 c.Authenticator.admin_users = {accounts.instructor}
 c.Authenticator.allowed_users = {accounts.instructor, *accounts.learners, *accounts.tas}
+# only they: an account taken off the roster or --tas can no longer log in (JupyterHub would let every user of its
+# database in otherwise)
+c.Authenticator.allow_existing_users = False
 
 # LocalProcessSpawner, with a memory, process and CPU cgroup per learner and teaching assistant (hub/limits.py;
 # course.sh hub --learner-memory-mb, --learner-cpus); the instructor, who grades in their server, has none.
@@ -106,12 +110,17 @@ if idle_minutes > 0:
 # theirs), in the course, with the instructor's environment and a menu whose Formgrader is its own. Only the role
 # below reaches it: the instructor and the teaching assistants, listed again at every start (JupyterHub makes a
 # role's members exactly these: a TA removed from --tas loses it). Never culled (it is no user's server).
+# The hub starts it in the instructor's home (it enters that folder as root, before it becomes the instructor: never
+# one the instructor's account can swap for a link, as it could ~/course) and the server opens the course as the
+# instructor (JUPYTERHUB_ROOT_DIR); a terminal goes on from the home to the course (classroom.terminal_rc).
 course = classroom.course_id()
 c.JupyterHub.services.append({
     "name": course, "url": f"http://127.0.0.1:{free_local_port()}", "user": accounts.instructor,
     "command": [os.path.join(sys.prefix, "bin", "jupyterhub-singleuser")],
-    "cwd": str(classroom.course_dir(accounts.instructor)), "oauth_no_confirm": True,
+    "cwd": pwd.getpwnam(accounts.instructor).pw_dir,
+    "oauth_no_confirm": True, "timeout": 120,   # a JupyterLab on two busy cores: the hub stops if it is not up in time
     "environment": {**classroom.user_environment(state, accounts, accounts.instructor, service=True),
+                    "JUPYTERHUB_ROOT_DIR": str(classroom.course_dir(accounts.instructor)),
                     "JUPYTERHUB_DEFAULT_URL": "/lab"}})
 c.JupyterHub.load_roles.append({"name": f"graders-{course}", "users": [accounts.instructor, *accounts.tas],
                                 "scopes": [f"access:services!service={course}"]})

@@ -10,9 +10,11 @@ course it grades), is that command behind a button: Nbgrader > Autograde a lesso
 
 The command runs as its own process, as when typed in a terminal: the course's nbgrader_config.py
 and hardened grader, one reference run shared by the lesson's submissions, and nothing of it (no
-reference, no worker) left in the instructor's server once it ends. One lesson at a time: a second
-press while one runs is refused (409), since two gradings would share the machine's cores (the
-page's own runs: a terminal's `nbgrader autograde` is not counted). Only a lesson of the course (its
+reference, no worker) left in the instructor's server once it ends. One lesson at a time per course:
+a second press while one runs, here or in another server on the same course (the hub's course service
+for teaching assistants: a lock file in the course, held by the run), is refused (409), since two
+gradings would share the machine's cores and the gradebook (the pages' own runs: a terminal's
+`nbgrader autograde` is not counted). Only a lesson of the course (its
 source/ folder, as Formgrader lists them) is accepted (404 otherwise); errors come back as JSON, and
 the page runs no learner's text. A run the server outlives is reaped by a thread of its own; one still
 running when the server exits (cleanly: atexit) is stopped with it, its whole process group.
@@ -21,6 +23,7 @@ running when the server exits (cleanly: atexit) is stopped with it, its whole pr
 from __future__ import annotations
 
 import atexit
+import fcntl
 import html
 import json
 import os
@@ -62,16 +65,30 @@ def running() -> Job | None:
     return next((j for j in _jobs.values() if j.process.poll() is None), None)
 
 
+LOCK = ".autograde.lock"   # in the course folder: held by the run (its inherited descriptor) until it ends
+
+
 def start(lesson: str, course: Path) -> Job:
-    """`nbgrader autograde LESSON` in course, its output in a log file of its own; RuntimeError while another runs."""
+    """`nbgrader autograde LESSON` in course, its output in a log file of its own; RuntimeError while another
+    runs, from this server or from another one on the same course (LOCK)."""
     with _lock:
         if (busy := running()) is not None:
             raise RuntimeError(f"{busy.lesson} is being autograded; wait until it ends")
-        log = Path(_logs.name) / f"{lesson}.log"
-        with open(log, "wb") as out:
-            process = subprocess.Popen([sys.executable, "-m", "nbgrader", "autograde", lesson], cwd=course,
-                                       stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                       start_new_session=True)   # its group: stopped whole (_stop_running)
+        held = os.open(course / LOCK, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        try:
+            try:
+                fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise RuntimeError("another grader's server is autograding this course (Autograde a lesson); "
+                                   "wait until it ends") from None
+            log = Path(_logs.name) / f"{lesson}.log"
+            with open(log, "wb") as out:
+                process = subprocess.Popen([sys.executable, "-m", "nbgrader", "autograde", lesson], cwd=course,
+                                           stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                           pass_fds=(held,),   # the run holds the course's lock while it lives
+                                           start_new_session=True)   # its group: stopped whole (_stop_running)
+        finally:
+            os.close(held)
         threading.Thread(target=process.wait, daemon=True).start()   # reaped when it ends, watched or not
         _jobs[lesson] = Job(lesson, process, log)
         return _jobs[lesson]

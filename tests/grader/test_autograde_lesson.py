@@ -124,3 +124,47 @@ def test_only_a_lesson_of_the_course_is_graded_and_errors_come_as_json(server):
         for method in ("POST", "GET"):
             status, answer = server.request(method, f"/course/autograde/{urllib.request.quote(name, safe='')}")
             assert status == 404 and "in the course" in answer["error"], (name, method, status, answer)
+
+
+def test_two_servers_on_one_course_autograde_one_at_a_time(server, tmp_path):
+    """The hub's course service and the instructor's own server share a course: while one server's run
+    holds the course's lock (a file in the course, held by the run's process), the other's press is
+    refused (409), and accepted again once that run ended."""
+    other = Server(server.course, tmp_path / "other.log")
+    try:
+        status, started = server.request("POST", f"/course/autograde/{LESSON}")
+        assert status == 200 and started["running"], (status, started)
+        status, refused = other.request("POST", f"/course/autograde/{LESSON}")
+        assert status == 409 and "another grader's server is autograding this course" in refused["error"], (status, refused)
+        deadline = time.monotonic() + 600
+        while (state := server.request("GET", f"/course/autograde/{LESSON}")[1])["running"]:
+            assert time.monotonic() < deadline, state
+            time.sleep(1)
+        assert state["returncode"] == 0, state["log"]
+        status, started = other.request("POST", f"/course/autograde/{LESSON}")
+        assert status == 200 and started["running"], (status, started)
+        while other.request("GET", f"/course/autograde/{LESSON}")[1]["running"]:
+            assert time.monotonic() < deadline
+            time.sleep(1)
+    finally:
+        other.stop()
+
+
+def test_formgrader_shows_a_grade_another_process_changed(server):
+    """Formgrader keeps one database session per server; a hand score saved by another process (another
+    grader's server, a terminal) shows at the next request (course_utils.grader.freshgradebook), not only
+    after this server saves something."""
+    from nbgrader.api import Gradebook
+    status, notebooks = server.request("GET", f"/formgrader/api/submitted_notebooks/{LESSON}/{LESSON}")
+    assert status == 200 and notebooks, (status, notebooks)
+    submission = next(n["id"] for n in notebooks if n["student"] == "solved")
+    status, grades = server.request("GET", f"/formgrader/api/grades?submission_id={submission}")
+    assert status == 200 and grades, (status, grades)
+    grade = grades[0]
+    with Gradebook(f"sqlite:///{server.course / 'gradebook.db'}") as gb:   # another process's session
+        row = gb.find_grade_by_id(grade["id"])
+        row.manual_score = (grade["manual_score"] or 0) + 0.25
+        gb.db.commit()
+        changed = row.manual_score
+    status, again = server.request("GET", f"/formgrader/api/grades?submission_id={submission}")
+    assert status == 200 and {g["id"]: g for g in again}[grade["id"]]["manual_score"] == changed, (grade, again)

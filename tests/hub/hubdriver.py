@@ -150,6 +150,25 @@ class Hub:
         assert code == 0, f"nbgrader {' '.join(args)} in {self.accounts.instructor}'s terminal exited {code}:\n{shown[-6000:]}"
         return shown
 
+    def logs_in(self, name: str) -> bool:
+        """Whether `name` logs in through the hub's login form with their password (STATE/passwords.csv), as a
+        browser does (the form's XSRF token and cookie): True when the hub gives them its login cookie."""
+        import http.cookiejar
+        passwords = dict(line.split(",", 1) for line in (self.state / "passwords.csv").read_text().splitlines()[1:])
+        class Stay(urllib.request.HTTPRedirectHandler):   # a login's redirect is not followed (no server started)
+            def redirect_request(self, *args, **kwargs):
+                return None
+        jar = http.cookiejar.CookieJar()
+        opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar), Stay())
+        with opener.open(self.url + "/hub/login", timeout=60) as r:
+            xsrf = re.search(r'name="_xsrf" value="([^"]+)"', r.read().decode()).group(1)
+        form = urllib.parse.urlencode({"username": name, "password": passwords[name], "_xsrf": xsrf}).encode()
+        try:
+            opener.open(urllib.request.Request(self.url + "/hub/login", data=form, method="POST"), timeout=120).read()
+        except urllib.error.HTTPError:
+            pass   # refused (403), or the redirect that follows a login (302, its cookie kept)
+        return any(cookie.name == "jupyterhub-hub-login" for cookie in jar)
+
     def log_tail(self, n: int = 40) -> str:
         return "\n".join(self.log.read_text(errors="replace").splitlines()[-n:])
 

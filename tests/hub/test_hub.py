@@ -281,15 +281,18 @@ def test_a_teaching_assistant_grades_the_instructors_course_in_its_service_and_n
         status, answer = hub.request(name, "GET", f"{service}formgrader/api/assignments")
         assert status == expected, (name, status, str(answer)[:500])
         assert expected != 200 or LESSON in [a["name"] for a in answer], answer
-    # the TA scores a written answer by hand in the service; the instructor's own Formgrader sees it, then it goes back
-    written = next(g for g in grades_of(hub, ta, service, solved_by) if g["auto_score"] is None)   # graded by hand
+    # the TA scores a written answer by hand in the service; the instructor's own Formgrader, which has read it
+    # before (its database session keeps what it read: course_utils.grader.freshgradebook), shows the new score
+    own = f"/user/{instructor}/"
+    written = next(g for g in grades_of(hub, instructor, own, solved_by) if g["auto_score"] is None)   # graded by hand
     fg = f"{service}formgrader/api"
-    status, graded = hub.request(ta, "PUT", f"{fg}/grade/{written['id']}", {"manual_score": 0.25})
-    assert status == 200 and graded["manual_score"] == 0.25, (status, graded)
-    mine = {g["id"]: g for g in grades_of(hub, instructor, f"/user/{instructor}/", solved_by)}
-    assert mine[written["id"]]["manual_score"] == 0.25, mine[written["id"]]
-    status, graded = hub.request(ta, "PUT", f"{fg}/grade/{written['id']}", {"manual_score": written["manual_score"]})
-    assert status == 200, (status, graded)
+    try:
+        status, graded = hub.request(ta, "PUT", f"{fg}/grade/{written['id']}", {"manual_score": 0.25})
+        assert status == 200 and graded["manual_score"] == 0.25, (status, graded)
+        mine = {g["id"]: g for g in grades_of(hub, instructor, own, solved_by)}
+        assert mine[written["id"]]["manual_score"] == 0.25, mine[written["id"]]
+    finally:   # the score as it was, for the tests after this one
+        hub.request(ta, "PUT", f"{fg}/grade/{written['id']}", {"manual_score": written["manual_score"]})
     # the TA's terminal in the service: the instructor's account, in the course, nbgrader's, the grading rule
     code, shown = hub.terminal(ta, 'echo "who=$(id -un) at=$PWD nbgrader=$(command -v nbgrader)"; '
                                    'sudo -n -l "$COURSE_ROOT_WORKER"', server=service)
@@ -307,10 +310,10 @@ def test_a_teaching_assistant_grades_the_instructors_course_in_its_service_and_n
     closed = [home(instructor), semester["course"] / "gradebook.db", inbound, next(inbound.glob(f"{solved_by}+*")),
               home(solved_by, LESSON, f"{LESSON}.ipynb")]
     assert reads(ta, closed) == {str(p): "PermissionError" for p in closed}
-    env = classroom.user_environment(hub.state, hub.accounts, ta)
-    assert "COURSE_ROOT_WORKER" not in env
-    done = classroom.as_user(ta, ["sudo", "-n", "-l", str(classroom.root_worker(hub.state))], Path("/"), env, timeout=60)
-    assert done.returncode != 0, done.stdout
+    hub.start_server(ta)   # the TA's own JupyterLab: no grading rule, no path to it
+    hub.wait_for_server(ta)
+    code, shown = hub.terminal(ta, f'echo "worker=[$COURSE_ROOT_WORKER]"; sudo -n -l {classroom.root_worker(hub.state)}')
+    assert code != 0 and "worker=[]" in shown, shown[-3000:]
 
 
 def test_the_hub_runs_jupyterhubs_idle_culler_as_its_service(hub):
@@ -551,10 +554,13 @@ def test_the_hub_starts_again_with_its_users_exchange_and_gradebook(semester, hu
 
 def test_a_teaching_assistant_taken_off_the_class_loses_the_course(semester, hub):
     """The hub started again without --tas (after the restart test: the learners' servers stop with the hub):
-    the TA's token, still in the hub's database, no longer opens the course's service (JupyterHub makes the
-    graders' role exactly the accounts of this start), and the instructor's still does."""
+    the TA can no longer log in (only the accounts of this start may), their token, still in the hub's
+    database, no longer opens the course's service (JupyterHub makes the graders' role exactly the accounts
+    of this start), and the instructor's still does."""
     ta, service = hub.accounts.tas[0], classroom.service_prefix()
+    assert hub.logs_in(ta), "the TA logs in while on the class (the check itself works)"
     hub.restart(("--tas", ""))
+    assert not hub.logs_in(ta), "a TA taken off the class logs in"
     status, answer = hub.request(ta, "GET", f"{service}formgrader/api/assignments")
     assert status == 403, (status, str(answer)[:500])
     status, answer = hub.request(hub.accounts.instructor, "GET", f"{service}formgrader/api/assignments")
