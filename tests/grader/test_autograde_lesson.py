@@ -149,22 +149,3 @@ def test_two_servers_on_one_course_autograde_one_at_a_time(server, tmp_path):
     finally:
         other.stop()
 
-
-def test_formgrader_shows_a_grade_another_process_changed(server):
-    """Formgrader keeps one database session per server; a hand score saved by another process (another
-    grader's server, a terminal) shows at the next request (course_utils.grader.freshgradebook), not only
-    after this server saves something."""
-    from nbgrader.api import Gradebook
-    status, notebooks = server.request("GET", f"/formgrader/api/submitted_notebooks/{LESSON}/{LESSON}")
-    assert status == 200 and notebooks, (status, notebooks)
-    submission = next(n["id"] for n in notebooks if n["student"] == "solved")
-    status, grades = server.request("GET", f"/formgrader/api/grades?submission_id={submission}")
-    assert status == 200 and grades, (status, grades)
-    grade = grades[0]
-    with Gradebook(f"sqlite:///{server.course / 'gradebook.db'}") as gb:   # another process's session
-        row = gb.find_grade_by_id(grade["id"])
-        row.manual_score = (grade["manual_score"] or 0) + 0.25
-        gb.db.commit()
-        changed = row.manual_score
-    status, again = server.request("GET", f"/formgrader/api/grades?submission_id={submission}")
-    assert status == 200 and {g["id"]: g for g in again}[grade["id"]]["manual_score"] == changed, (grade, again)
