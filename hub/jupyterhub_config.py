@@ -22,7 +22,6 @@
 """
 
 import os
-import pwd
 import socket
 import sys
 
@@ -110,14 +109,14 @@ if idle_minutes > 0:
 # theirs), in the course, with the instructor's environment and a menu whose Formgrader is its own. Only the role
 # below reaches it: the instructor and the teaching assistants, listed again at every start (JupyterHub makes a
 # role's members exactly these: a TA removed from --tas loses it). Never culled (it is no user's server).
-# The hub starts it in the instructor's home (it enters that folder as root, before it becomes the instructor: never
-# one the instructor's account can swap for a link, as it could ~/course) and the server opens the course as the
-# instructor (JUPYTERHUB_ROOT_DIR); a terminal goes on from the home to the course (classroom.terminal_rc).
+# The hub starts it in / (it enters that folder as root, before it becomes the instructor: never one the instructor's
+# account could swap for a link, as it could ~/course or a home in a folder of theirs); `env -C` then enters the
+# course as the instructor, and the server and its terminals work there (JUPYTERHUB_ROOT_DIR names it too).
 course = classroom.course_id()
 c.JupyterHub.services.append({
     "name": course, "url": f"http://127.0.0.1:{free_local_port()}", "user": accounts.instructor,
-    "command": [os.path.join(sys.prefix, "bin", "jupyterhub-singleuser")],
-    "cwd": pwd.getpwnam(accounts.instructor).pw_dir,
+    "command": ["/usr/bin/env", "-C", str(classroom.course_dir(accounts.instructor)),
+                os.path.join(sys.prefix, "bin", "jupyterhub-singleuser")], "cwd": "/",
     "oauth_no_confirm": True, "timeout": 120,   # a JupyterLab on two busy cores: the hub stops if it is not up in time
     "environment": {**classroom.user_environment(state, accounts, accounts.instructor, service=True),
                     "JUPYTERHUB_ROOT_DIR": str(classroom.course_dir(accounts.instructor)),

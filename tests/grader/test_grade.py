@@ -509,24 +509,6 @@ def test_the_judge_compares_with_the_reference_peak_it_is_given(monkeypatch):
     assert seen == [(500, 222), (500, 111)], "the grader's kept peak wins; the worker's own is the fallback"
 
 
-def test_the_references_peaks_do_not_depend_on_a_cold_page_cache():
-    """A reference started just after the page cache was emptied (by a neighbour, by the machine)
-    would count the files it reads in its peaks and judge leniently; it runs again, warm."""
-    from course_utils.grader.capabilities import measures_memory
-    if not measures_memory():
-        pytest.skip("needs the kernel's memory measurement: root, a memory cgroup")
-    lesson = lessonfile.load_lesson(FIXTURE)
-    warm = grade.Reference(lesson, LIMITS)
-    warm.close()
-    subprocess.run(["sync"], check=True)
-    Path("/proc/sys/vm/drop_caches").write_text("3")
-    cold = grade.Reference(lesson, LIMITS)
-    cold.close()
-    for gid, peak in warm.peaks.items():
-        assert abs(cold.peaks[gid] - peak) < 8 * 2 ** 20, \
-            f"{gid}: {cold.peaks[gid] / 2 ** 20:.0f} MB after the cache was emptied, {peak / 2 ** 20:.0f} MB warm"
-
-
 def test_a_shared_reference_ends_once_no_grading_has_used_it_for_a_while(monkeypatch):
     """Gradings in one process share the reference while they run and for REFERENCE_IDLE_SECONDS after the
     last one; then it ends (its worker): JupyterLab's server, where Formgrader autogrades one learner per

@@ -296,13 +296,11 @@ def test_the_course_is_a_hub_service_for_the_instructor_and_the_teaching_assista
     instructor = pwd.getpwuid(os.getuid()).pw_name
     service, = config.JupyterHub.services
     assert service["name"] == classroom.course_id() and service["user"] == instructor, service
-    assert service["command"] == [str(Path(sys.prefix) / "bin" / "jupyterhub-singleuser")]
+    course = str(classroom.course_dir(instructor))   # entered as the instructor (env -C), never by the hub as root
+    assert service["command"] == ["/usr/bin/env", "-C", course, str(Path(sys.prefix) / "bin" / "jupyterhub-singleuser")]
     assert service["url"].startswith("http://127.0.0.1:")
     env = service["environment"]
-    # started in the home, not in the course: the hub enters it as root, and the instructor's account could make
-    # ~/course a link (never their home itself, in root's /home)
-    assert service["cwd"] == pwd.getpwnam(instructor).pw_dir
-    assert env["JUPYTERHUB_ROOT_DIR"] == str(classroom.course_dir(instructor))
+    assert service["cwd"] == "/" and env["JUPYTERHUB_ROOT_DIR"] == course
     assert env["JUPYTER_CONFIG_PATH"].split(os.pathsep)[0] == str(classroom.grader_menu_dir(tmp_path, service=True))
     assert env["COURSE_ROOT_WORKER"] == str(classroom.root_worker(tmp_path)) and env["JUPYTERHUB_DEFAULT_URL"] == "/lab"
     role, = config.JupyterHub.load_roles
