@@ -1,18 +1,26 @@
-"""Lesson 09 (a bigger batch): the checks of its three exercises, used by the visible and the hidden tests.
+"""Lesson 09 (a bigger batch): the checks of its four exercises, used by the visible and the hidden tests.
 
 loss_scale and zero_bytes_per_rank take cases {"values": [args], "bad": [args]} ("bad": arguments the
-docstring says must raise ValueError); sharded_sgd_step takes [(world_size, n, dtype name, seed)] and
-runs in real gloo process groups. `want` is the right answers for the "values" cases (the visible
+docstring says must raise ValueError); bf16_saved_hooks takes [(sizes, batch, dtype name, seed)], a small
+Linear/GELU network's forward and backward under the learner's hooks; sharded_sgd_step takes
+[(world_size, n, dtype name, seed)] and runs in real gloo process groups. `want` is the right answers for the "values" cases (the visible
 test's literals, or the hidden test's expect()).
 """
 
 import math
 
 import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.autograd.graph import saved_tensors_hooks
+from torch.multiprocessing.reductions import StorageWeakRef
+from torch.utils._pytree import tree_leaves
 
 from course_utils.checks import check_tensor
-from course_utils.judging import Check, MALFORMED, check_raised, name_of, outcome, raised, results, value_of
+from course_utils.judging import (Check, MALFORMED, check_raised, name_of, outcome, raised, raised_name, results,
+                                  value_of)
 from course_utils.lessonchecks.workers import judge_failure, run_cases
+from course_utils.memory import _Recorder
 
 HALF = {"float16": torch.float16, "bfloat16": torch.bfloat16}
 
@@ -123,6 +131,144 @@ def _judge_scale(got, want, cases):
 
 
 LOSS_SCALE = Check("loss_scale", _probe_values(_call_scale), _judge_scale)
+
+
+# Exercise 2: bf16_saved_hooks(keep) -> (pack, unpack) for torch.autograd.graph.saved_tensors_hooks: pack
+# keeps a float32 tensor that shares no storage with a tensor of keep as a bfloat16 copy, any other tensor
+# (keep's and their views, a tensor not float32) as it is; unpack gives the saved tensor back with its dtype
+# and shape, the bfloat16-stored ones rounded to bfloat16. cases: [(layer sizes, batch, dtype name, seed)]:
+# a Linear/GELU network and cross-entropy; keep is its parameters and the batch X (alive anyway). The judge
+# checks each saved tensor against these rules; there is no expected data (want is None).
+
+def _hooks_problem(sizes, batch, dtype, seed):
+    """(network, X, y): Linear layers with GELU between them, in dtype, a batch and its int64 classes."""
+    torch.manual_seed(seed)
+    layers = []
+    for i, (fan_in, fan_out) in enumerate(zip(sizes[:-1], sizes[1:])):
+        layers.append(nn.Linear(fan_in, fan_out))
+        if i < len(sizes) - 2:
+            layers.append(nn.GELU())
+    net = nn.Sequential(*layers).to(getattr(torch, dtype))
+    gen = torch.Generator().manual_seed(seed)
+    X = torch.randn(batch, sizes[0], generator=gen, dtype=torch.float64).to(getattr(torch, dtype))
+    return net, X, torch.randint(0, sizes[-1], (batch,), generator=gen)
+
+
+def _storage(t: torch.Tensor) -> int:
+    return t.untyped_storage().data_ptr()
+
+
+def _created(call, given: torch.Tensor):
+    """(call(), [[dtype, bytes] of each storage its aten operations made that is still alive after it]): what
+    pack keeps, however it holds it (a tuple, an object, a closure); `given`'s own storage (its views) is not new."""
+    made = {}
+
+    def record(name, inputs, outputs):
+        for t in tree_leaves(outputs):
+            if isinstance(t, torch.Tensor) and t.layout == torch.strided:
+                ref = StorageWeakRef(t.untyped_storage())
+                made.setdefault(ref.cdata, (str(t.dtype).removeprefix("torch."), ref, t.untyped_storage().nbytes()))
+
+    mine = StorageWeakRef(given.untyped_storage()).cdata
+    with _Recorder(record):
+        result = call()
+    return result, [[dtype, nbytes] for key, (dtype, ref, nbytes) in made.items() if key != mine and not ref.expired()]
+
+
+def _probe_hooks_case(fn, sizes, batch, dtype, seed) -> dict:
+    """What the learner's hooks did with each tensor the graph saved: its dtype, shape, whether it shares a
+    storage with keep, the tensors pack stored for it (dtype, bytes newly allocated), and unpack's result."""
+    net, X, y = _hooks_problem(sizes, batch, dtype, seed)
+    keep = [*net.parameters(), X]
+    made = outcome(fn, keep)
+    if "raised" in made:
+        return {"made": made}
+    hooks = made["value"]
+    if not (type(hooks) is tuple and len(hooks) == 2 and all(callable(h) for h in hooks)):
+        return {"made": {"value": name_of(type(hooks).__name__)}}
+    user_pack, user_unpack = hooks
+    kept = {_storage(t) for t in keep}
+    saved = []
+
+    def pack(t):
+        record = {"dtype": str(t.dtype).removeprefix("torch."), "shape": list(t.shape), "kept": _storage(t) in kept,
+                  "original": t.detach().clone()}
+        saved.append(record)
+        stored, record["stored"] = _created(lambda: user_pack(t), t)
+        return len(saved) - 1, stored
+
+    def unpack(packed):
+        i, stored = packed
+        t = user_unpack(stored)
+        saved[i]["unpacked"] = t.detach().clone() if isinstance(t, torch.Tensor) else name_of(type(t).__name__)
+        return t
+
+    def step():
+        with saved_tensors_hooks(pack, unpack):
+            loss = F.cross_entropy(net(X), y)
+        loss.backward()
+
+    ran = outcome(step)
+    return {"made": "ok", "ran": {"raised": ran["raised"]} if "raised" in ran else "ok", "saved": saved}
+
+
+def _probe_hooks(fn, cases):
+    return [_probe_hooks_case(fn, *case) for case in cases]
+
+
+def _judge_saved(where, i, r) -> None:
+    assert type(r) is dict and {"dtype", "shape", "kept", "original", "stored"} <= set(r), MALFORMED
+    what = f"{where}: saved tensor {i + 1} ({r['dtype']}, shape {tuple(r['shape'])}" + \
+           (", sharing a storage with keep: a parameter, a view of one such as W.T, or the batch)" if r["kept"] else ")")
+    new = [(dtype, nbytes) for dtype, nbytes in r["stored"]]
+    nbytes = math.prod(r["shape"]) * torch.tensor([], dtype=getattr(torch, r["dtype"])).element_size()
+    if r["kept"] or r["dtype"] != "float32":
+        why = ("it shares a storage with a tensor of keep, which is alive anyway: saving it as it is costs nothing, "
+               "a copy adds memory (compare storages, t.untyped_storage().data_ptr(): W.T is a view of W)"
+               if r["kept"] else f"it is {r['dtype']}, not float32: keep it as it is (int64 classes must stay integers, "
+                                 "and a float64 or 16-bit tensor is not what the hooks shrink)")
+        assert not new, f"{what}: pack stored a new {new[0][0]} copy ({new[0][1]} bytes), but {why}"
+    else:
+        assert new, f"{what}: pack stored it as it is, in float32: nothing was saved (store a bfloat16 copy, " \
+                     "t.to(torch.bfloat16))"
+        assert [d for d, _ in new] == ["bfloat16"], \
+            f"{what}: pack stored {', '.join(d for d, _ in new)}, expected one bfloat16 copy" + \
+            (" (float16 keeps 3 more bits than bfloat16 but not float32's range: small activations would underflow)"
+             if "float16" in [d for d, _ in new] else "")
+        assert sum(n for _, n in new) == nbytes // 2, \
+            f"{what}: pack stored {sum(n for _, n in new)} new bytes, expected {nbytes // 2}: a bfloat16 copy of it alone"
+    if "unpacked" not in r:
+        return   # the backward never asked for it (it stopped earlier: reported by the caller)
+    got = r["unpacked"]
+    assert type(got) is torch.Tensor, f"{what}: unpack returned {got!r}, not a tensor"
+    assert str(got.dtype).removeprefix("torch.") == r["dtype"], \
+        f"{what}: unpack gave back {str(got.dtype).removeprefix('torch.')}, expected {r['dtype']}: give the " \
+        "backward pass the dtype that was saved (.to(torch.float32) for the bfloat16 copies)"
+    assert list(got.shape) == r["shape"], f"{what}: unpack gave back shape {tuple(got.shape)}, expected {tuple(r['shape'])}"
+    right = r["original"] if (r["kept"] or r["dtype"] != "float32") else r["original"].to(torch.bfloat16).float()
+    assert torch.equal(got, right), f"{what}: unpack gave back other values than " + \
+        ("the saved tensor's" if right is r["original"] else "the saved tensor rounded to bfloat16")
+
+
+def _judge_hooks(got, want, cases):
+    for found, (sizes, batch, dtype, seed) in zip(results(got, cases, "bf16_saved_hooks"), cases):
+        where = f"a {dtype} network {'-'.join(map(str, sizes))}, batch {batch}"
+        assert type(found) is dict and "made" in found, MALFORMED
+        if found["made"] != "ok":
+            kind = value_of(found["made"], "bf16_saved_hooks(keep)")   # says what it raised, if it raised
+            raise AssertionError(f"bf16_saved_hooks(keep) returned a {name_of(kind)}, expected a tuple (pack, unpack) "
+                                 "of two functions")
+        saved, ran = found.get("saved"), found.get("ran")
+        assert type(saved) is list and saved, MALFORMED
+        for i, r in enumerate(saved):
+            _judge_saved(where, i, r)
+        if ran != "ok":
+            assert type(ran) is dict and type(ran.get("raised")) in (tuple, list) and ran["raised"], MALFORMED
+            raise AssertionError(f"{where}: the forward and backward pass under your hooks raised "
+                                 f"{raised_name(tuple(ran['raised']))}")
+
+
+BF16_SAVED_HOOKS = Check("bf16_saved_hooks", _probe_hooks, _judge_hooks)
 
 
 # Exercise 2: zero_bytes_per_rank(num_params, world_size, stage) -> {"params", "grads", "optimizer"},
