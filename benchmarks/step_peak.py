@@ -105,11 +105,11 @@ sees 15168 bytes more: the RNG states, 5056 bytes a segment, 3 of them alive at 
 torch.utils.checkpoint keeps outside aten operations.
 Autocast's break-even batch: 1058816 bytes of bfloat16 weight copies (the two 512 x 512 and the 512 x 10
 weights, held by the graph; the 64 x 512 copy is not saved) over 6016 bytes saved per example = 176
-examples for what the forward holds; 110.6 for the peak of the step. SavedTensors (lesson 09's section
-on autocast) gives 6272 bytes per example and 169 examples: it counts the float32 input batch among the
-saved tensors (256 bytes per example), which the step does not create. Lesson 09's autocast_forward
-(the loss outside autocast, the log-softmax in bfloat16) holds 2669572 and 26830852 bytes (2.5 and 25.6
-MiB), 20 bytes per example fewer than here; its peaks are 4 bytes lower.
+examples for what the forward holds, as lesson 09 computes it (SavedTensors, the parameters and the batch
+excluded: counting the float32 batch among the saved tensors gave 6272 bytes and 169 examples); 110.6 for
+the peak of the step. An autocast around the model alone (the loss outside it, the log-softmax in
+bfloat16) holds 2669572 and 26830852 bytes (2.5 and 25.6 MiB), 20 bytes per example fewer than here; its
+peaks are 4 bytes lower.
 On an H100 (torch 2.11, 2026-11-27) the tensors' figures are the same but for save_on_cpu, autocast's
 held bytes (20 bytes per example more: 25.74 MiB at 4096) and the foreach Adam (2.15 MiB, the peak of
 accumulating 4 at batch 256); the caching allocator's peak equals them at batch 256 and is higher at

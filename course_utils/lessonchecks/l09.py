@@ -136,12 +136,14 @@ LOSS_SCALE = Check("loss_scale", _probe_values(_call_scale), _judge_scale)
 # Exercise 2: bf16_saved_hooks(keep) -> (pack, unpack) for torch.autograd.graph.saved_tensors_hooks: pack
 # keeps a float32 tensor that shares no storage with a tensor of keep as a bfloat16 copy, any other tensor
 # (keep's and their views, a tensor not float32) as it is; unpack gives the saved tensor back with its dtype
-# and shape, the bfloat16-stored ones rounded to bfloat16. cases: [(layer sizes, batch, dtype name, seed)]:
-# a Linear/GELU network and cross-entropy; keep is its parameters and the batch X (alive anyway). The judge
-# checks each saved tensor against these rules; there is no expected data (want is None).
+# and shape, the bfloat16-stored ones rounded to bfloat16; pack keeps nothing alive that the graph would free
+# (the float32 original, or its copies after the backward). cases: [(layer sizes, batch, dtype name, seed)]: a
+# Linear/GELU network and cross-entropy on a batch X that is a view, one row in, of a tensor `base`; keep is the
+# parameters and base (alive anyway). The judge holds each saved tensor to these rules; want is None.
 
 def _hooks_problem(sizes, batch, dtype, seed):
-    """(network, X, y): Linear layers with GELU between them, in dtype, a batch and its int64 classes."""
+    """(network, base, X, y): Linear layers with GELU between them, in dtype; a batch X, a view one row into
+    base (as a micro-batch is: its data starts past its storage's), and its int64 classes."""
     torch.manual_seed(seed)
     layers = []
     for i, (fan_in, fan_out) in enumerate(zip(sizes[:-1], sizes[1:])):
@@ -150,8 +152,8 @@ def _hooks_problem(sizes, batch, dtype, seed):
             layers.append(nn.GELU())
     net = nn.Sequential(*layers).to(getattr(torch, dtype))
     gen = torch.Generator().manual_seed(seed)
-    X = torch.randn(batch, sizes[0], generator=gen, dtype=torch.float64).to(getattr(torch, dtype))
-    return net, X, torch.randint(0, sizes[-1], (batch,), generator=gen)
+    base = torch.randn(batch + 1, sizes[0], generator=gen, dtype=torch.float64).to(getattr(torch, dtype))
+    return net, base, base[1:], torch.randint(0, sizes[-1], (batch,), generator=gen)
 
 
 def _storage(t: torch.Tensor) -> int:
@@ -159,8 +161,9 @@ def _storage(t: torch.Tensor) -> int:
 
 
 def _created(call, given: torch.Tensor):
-    """(call(), [[dtype, bytes] of each storage its aten operations made that is still alive after it]): what
-    pack keeps, however it holds it (a tuple, an object, a closure); `given`'s own storage (its views) is not new."""
+    """(call(), [[dtype, bytes] of each storage its aten operations made that is still alive after it], their
+    weak references): what pack keeps, however it holds it (a tuple, an object, a closure); `given`'s own
+    storage (its views) is not new."""
     made = {}
 
     def record(name, inputs, outputs):
@@ -172,14 +175,15 @@ def _created(call, given: torch.Tensor):
     mine = StorageWeakRef(given.untyped_storage()).cdata
     with _Recorder(record):
         result = call()
-    return result, [[dtype, nbytes] for key, (dtype, ref, nbytes) in made.items() if key != mine and not ref.expired()]
+    kept = [(dtype, ref, nbytes) for key, (dtype, ref, nbytes) in made.items() if key != mine and not ref.expired()]
+    return result, [[dtype, nbytes] for dtype, _, nbytes in kept], [ref for _, ref, _ in kept]
 
 
 def _probe_hooks_case(fn, sizes, batch, dtype, seed) -> dict:
     """What the learner's hooks did with each tensor the graph saved: its dtype, shape, whether it shares a
     storage with keep, the tensors pack stored for it (dtype, bytes newly allocated), and unpack's result."""
-    net, X, y = _hooks_problem(sizes, batch, dtype, seed)
-    keep = [*net.parameters(), X]
+    net, base, X, y = _hooks_problem(sizes, batch, dtype, seed)
+    keep = [*net.parameters(), base]
     made = outcome(fn, keep)
     if "raised" in made:
         return {"made": made}
@@ -188,25 +192,39 @@ def _probe_hooks_case(fn, sizes, batch, dtype, seed) -> dict:
         return {"made": {"value": name_of(type(hooks).__name__)}}
     user_pack, user_unpack = hooks
     kept = {_storage(t) for t in keep}
-    saved = []
+    saved, refs = [], []   # a record per pack call; (the original's storage, pack's new storages), weakly
 
     def pack(t):
         record = {"dtype": str(t.dtype).removeprefix("torch."), "shape": list(t.shape), "kept": _storage(t) in kept,
                   "original": t.detach().clone()}
         saved.append(record)
-        stored, record["stored"] = _created(lambda: user_pack(t), t)
+        try:
+            stored, record["stored"], made = _created(lambda: user_pack(t), t)
+        except Exception as e:  # noqa: BLE001 - what pack raised is the observation
+            record["pack_raised"] = tuple(c.__name__ for c in type(e).__mro__)
+            raise
+        refs.append((StorageWeakRef(t.untyped_storage()), made))
         return len(saved) - 1, stored
 
     def unpack(packed):
         i, stored = packed
-        t = user_unpack(stored)
+        try:
+            t = user_unpack(stored)
+        except Exception as e:  # noqa: BLE001
+            saved[i]["unpack_raised"] = tuple(c.__name__ for c in type(e).__mro__)
+            raise
         saved[i]["unpacked"] = t.detach().clone() if isinstance(t, torch.Tensor) else name_of(type(t).__name__)
         return t
 
     def step():
         with saved_tensors_hooks(pack, unpack):
             loss = F.cross_entropy(net(X), y)
+        for record, (original, _) in zip(saved, refs):   # the forward is over: only the graph holds what it saved
+            record["original_freed"] = original.expired()
         loss.backward()
+        del loss   # the graph goes, and with it what pack stored
+        for record, (_, made) in zip(saved, refs):
+            record["copies_freed"] = all(ref.expired() for ref in made)
 
     ran = outcome(step)
     return {"made": "ok", "ran": {"raised": ran["raised"]} if "raised" in ran else "ok", "saved": saved}
@@ -217,9 +235,12 @@ def _probe_hooks(fn, cases):
 
 
 def _judge_saved(where, i, r) -> None:
-    assert type(r) is dict and {"dtype", "shape", "kept", "original", "stored"} <= set(r), MALFORMED
+    assert type(r) is dict and {"dtype", "shape", "kept", "original"} <= set(r), MALFORMED
     what = f"{where}: saved tensor {i + 1} ({r['dtype']}, shape {tuple(r['shape'])}" + \
            (", sharing a storage with keep: a parameter, a view of one such as W.T, or the batch)" if r["kept"] else ")")
+    if "pack_raised" in r:
+        raise AssertionError(f"{what}: pack raised {raised_name(tuple(r['pack_raised']))}")
+    assert "stored" in r, MALFORMED
     new = [(dtype, nbytes) for dtype, nbytes in r["stored"]]
     nbytes = math.prod(r["shape"]) * torch.tensor([], dtype=getattr(torch, r["dtype"])).element_size()
     if r["kept"] or r["dtype"] != "float32":
@@ -237,6 +258,16 @@ def _judge_saved(where, i, r) -> None:
              if "float16" in [d for d, _ in new] else "")
         assert sum(n for _, n in new) == nbytes // 2, \
             f"{what}: pack stored {sum(n for _, n in new)} new bytes, expected {nbytes // 2}: a bfloat16 copy of it alone"
+        if r.get("original_freed") is False:
+            raise AssertionError(f"{what}: the float32 tensor is still alive after the forward pass beside its bfloat16 "
+                                 "copy: what pack returns keeps it (t itself, or a view of it), so nothing is saved; keep "
+                                 "only the copy, and what unpack needs as Python values (its dtype: torch.float32)")
+    if r.get("copies_freed") is False:
+        raise AssertionError(f"{what}: what pack stored is still alive after the backward pass: the hooks keep it "
+                             "themselves (a list or dict of the closure), so every step adds to memory; return it "
+                             "from pack, and autograd frees it with the graph")
+    if "unpack_raised" in r:
+        raise AssertionError(f"{what}: unpack raised {raised_name(tuple(r['unpack_raised']))}")
     if "unpacked" not in r:
         return   # the backward never asked for it (it stopped earlier: reported by the caller)
     got = r["unpacked"]
@@ -271,7 +302,7 @@ def _judge_hooks(got, want, cases):
 BF16_SAVED_HOOKS = Check("bf16_saved_hooks", _probe_hooks, _judge_hooks)
 
 
-# Exercise 2: zero_bytes_per_rank(num_params, world_size, stage) -> {"params", "grads", "optimizer"},
+# Exercise 3: zero_bytes_per_rank(num_params, world_size, stage) -> {"params", "grads", "optimizer"},
 # bytes per rank of float32 parameters and gradients and Adam's two float32 numbers per parameter;
 # stage 1 shards the optimizer state, 2 also the gradients, 3 also the parameters; a sharded part
 # holds ceil(num_params / world_size) numbers per rank. ValueError unless num_params and world_size
@@ -342,7 +373,7 @@ def _judge_bytes(got, want, cases):
 ZERO_BYTES_PER_RANK = Check("zero_bytes_per_rank", _probe_values(_call_bytes), _judge_bytes)
 
 
-# Exercise 3: sharded_sgd_step(param, grad, momentum, lr, beta), run in every worker of a gloo process
+# Exercise 4: sharded_sgd_step(param, grad, momentum, lr, beta), run in every worker of a gloo process
 # group: the momentum-SGD step with the mean gradient over the ranks, each rank updating only its
 # shard (positions rank*s .. rank*s + s - 1 of the parameters padded to s * world_size, s = ceil(n /
 # world_size)), then every rank holding the whole updated param. cases: [(world_size, n, dtype, seed)];
