@@ -1,7 +1,7 @@
 """Lesson 09 (a bigger batch): the checks of its four exercises, used by the visible and the hidden tests.
 
 loss_scale and zero_bytes_per_rank take cases {"values": [args], "bad": [args]} ("bad": arguments the
-docstring says must raise ValueError); bf16_saved_hooks takes [(sizes, batch, dtype name, seed)], a small
+docstring says must raise ValueError); bf16_pack_unpack takes [(sizes, batch, dtype name, seed)], a small
 Linear/GELU network's forward and backward under the learner's hooks; sharded_sgd_step takes
 [(world_size, n, dtype name, seed)] and runs in real gloo process groups. `want` is the right answers for the "values" cases (the visible
 test's literals, or the hidden test's expect()).
@@ -133,7 +133,7 @@ def _judge_scale(got, want, cases):
 LOSS_SCALE = Check("loss_scale", _probe_values(_call_scale), _judge_scale)
 
 
-# Exercise 2: bf16_saved_hooks(keep) -> (pack, unpack) for torch.autograd.graph.saved_tensors_hooks: pack
+# Exercise 2: bf16_pack_unpack(keep) -> (pack, unpack) for torch.autograd.graph.saved_tensors_hooks: pack
 # keeps a float32 tensor that shares no storage with a tensor of keep as a bfloat16 copy, any other tensor
 # (keep's and their views, a tensor not float32) as it is; unpack gives the saved tensor back with its dtype
 # and shape, the bfloat16-stored ones rounded to bfloat16; pack keeps nothing alive that the graph would free
@@ -282,12 +282,12 @@ def _judge_saved(where, i, r) -> None:
 
 
 def _judge_hooks(got, want, cases):
-    for found, (sizes, batch, dtype, seed) in zip(results(got, cases, "bf16_saved_hooks"), cases):
+    for found, (sizes, batch, dtype, seed) in zip(results(got, cases, "bf16_pack_unpack"), cases):
         where = f"a {dtype} network {'-'.join(map(str, sizes))}, batch {batch}"
         assert type(found) is dict and "made" in found, MALFORMED
         if found["made"] != "ok":
-            kind = value_of(found["made"], "bf16_saved_hooks(keep)")   # says what it raised, if it raised
-            raise AssertionError(f"bf16_saved_hooks(keep) returned a {name_of(kind)}, expected a tuple (pack, unpack) "
+            kind = value_of(found["made"], "bf16_pack_unpack(keep)")   # says what it raised, if it raised
+            raise AssertionError(f"bf16_pack_unpack(keep) returned a {name_of(kind)}, expected a tuple (pack, unpack) "
                                  "of two functions")
         saved, ran = found.get("saved"), found.get("ran")
         assert type(saved) is list and saved, MALFORMED
@@ -299,14 +299,15 @@ def _judge_hooks(got, want, cases):
                                  f"{raised_name(tuple(ran['raised']))}")
 
 
-BF16_SAVED_HOOKS = Check("bf16_saved_hooks", _probe_hooks, _judge_hooks)
+BF16_PACK_UNPACK = Check("bf16_pack_unpack", _probe_hooks, _judge_hooks)
 
 
 # Exercise 3: zero_bytes_per_rank(num_params, world_size, stage) -> {"params", "grads", "optimizer"},
 # bytes per rank of float32 parameters and gradients and Adam's two float32 numbers per parameter;
 # stage 1 shards the optimizer state, 2 also the gradients, 3 also the parameters; a sharded part
-# holds ceil(num_params / world_size) numbers per rank. ValueError unless num_params and world_size
-# are ints >= 1 and stage an int in 0..3 (a bool is not an int). cases: (num_params, world_size, stage).
+# holds ceil(num_params / world_size) numbers per rank. ValueError when num_params or world_size is below 1
+# or stage is not in 0..3 (what a caller could pass; the types are the docstring's). cases: (num_params,
+# world_size, stage).
 
 PARTS = {"params": (4, 3, "the float32 parameters"), "grads": (4, 2, "the float32 gradients"),
          "optimizer": (8, 1, "Adam's state (exp_avg and exp_avg_sq, two float32 numbers per parameter)")}
@@ -363,10 +364,9 @@ def _judge_bytes(got, want, cases):
 
     def why(num_params, world_size, stage):
         for label, v in (("num_params", num_params), ("world_size", world_size)):
-            if type(v) is not int or v < 1:
-                return f"{label} = {v!r} is " + ("below 1" if type(v) is int else f"a {type(v).__name__}, not an int")
-        return f"stage = {stage!r} is " + ("not one of 0, 1, 2, 3" if type(stage) is int else
-                                           f"a {type(stage).__name__}, not an int")
+            if v < 1:
+                return f"{label} = {v!r} is below 1"
+        return f"stage = {stage!r} is not one of 0, 1, 2, 3"
     _judge_bad(got["raised"], cases["bad"], lambda *a: f"zero_bytes_per_rank{a!r}", why)
 
 
