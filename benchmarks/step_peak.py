@@ -138,6 +138,7 @@ from torch import nn
 from torch.autograd.graph import save_on_cpu
 from torch.utils.checkpoint import CheckpointPolicy, checkpoint, create_selective_checkpoint_contexts
 
+from checkpoint_memory import quiet_stderr   # benchmarks/ is this script's folder: the profiler's lines silenced
 from course_utils.data import blobs
 from course_utils.memory import TensorAllocations, cuda_peak_bytes
 from course_utils.timing import fastest_seconds
@@ -251,20 +252,6 @@ def step_peak(step, device) -> tuple[int, str]:
     at = max(range(len(mem.timeline)), key=lambda i: mem.timeline[i][1])
     phase = [name for start, name in marks if start <= at][-1]
     return mem.peak_bytes, f"{phase}: {mem.timeline[at][0]}"
-
-
-@contextlib.contextmanager
-def quiet_stderr():
-    """Send file descriptor 2 to /dev/null: the profiler's C++ start/stop lines are not results."""
-    sys.stderr.flush()
-    saved = os.dup(2)
-    with open(os.devnull, "w") as devnull:
-        os.dup2(devnull.fileno(), 2)
-        try:
-            yield
-        finally:
-            os.dup2(saved, 2)
-            os.close(saved)
 
 
 def profiler_peaks(step) -> tuple[int, int]:
