@@ -3,6 +3,7 @@
     X, y = blobs(n=256, num_inputs=20, num_classes=4, seed=0)   # a classification problem
     X, y = linear(n=64, num_inputs=3, seed=0)                    # y = X w + b + noise
     for Xb, yb in batches(X, y, batch_size=32): ...
+    idx, targets = sequences(n=64, seq_len=128, vocab_size=64, seed=0)   # next-token prediction
 """
 
 import torch
@@ -45,6 +46,25 @@ def linear(n: int = 64, num_inputs: int = 3, noise: float = 0.01, seed: int = 0,
     X = torch.randn(n, num_inputs, generator=g)
     y = X @ w + 4.2 + noise * torch.randn(n, generator=g)
     return X.to(dtype), y.reshape(-1, 1).to(dtype)
+
+
+def sequences(n: int = 64, seq_len: int = 128, vocab_size: int = 64, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """Token sequences for next-token prediction: each sequence counts up through the vocabulary
+    modulo vocab_size from a random start, by a step of 1, 2 or 3 drawn per sequence, and one token
+    in eight is replaced by a random one (so the step must be read from the context, never certain).
+
+    Returns: idx and targets, int64 of shape (n, seq_len), targets[:, t] the token after idx[:, t].
+    """
+    for name, v in (("n", n), ("seq_len", seq_len), ("vocab_size", vocab_size)):
+        _check_int(name, v)
+    _check_int("seed", seed, low=0)
+    g = torch.Generator().manual_seed(seed)
+    start = torch.randint(0, vocab_size, (n, 1), generator=g)                # (n, 1)
+    step = torch.randint(1, 4, (n, 1), generator=g)                          # (n, 1): 1, 2 or 3
+    tokens = (start + step * torch.arange(seq_len + 1)) % vocab_size          # (n, seq_len + 1)
+    noisy = torch.rand(n, seq_len + 1, generator=g) < 1 / 8
+    tokens = torch.where(noisy, torch.randint(0, vocab_size, (n, seq_len + 1), generator=g), tokens)
+    return tokens[:, :-1].clone(), tokens[:, 1:].clone()
 
 
 def batches(X: torch.Tensor, y: torch.Tensor, batch_size: int):

@@ -1,8 +1,11 @@
-"""d2l-style multilayer perceptrons (d2l.ai section 5.2) for any list of hidden sizes.
+"""d2l-style models: multilayer perceptrons (d2l.ai section 5.2) and a small decoder-only transformer.
 
     MLPScratch   explicit weight matrices and bias vectors, forward written with @ and relu
     MLP          the same network from nn.Flatten, nn.Linear and nn.ReLU in an nn.Sequential
     train_step   one SGD step: zero_grad, loss, backward, step
+    Transformer  a GPT-style language model (d2l.ai chapter 11, nanoGPT): token and position
+                 embeddings, pre-LayerNorm blocks of causal self-attention and a GELU MLP, a
+                 final LayerNorm and a linear head; small enough to train on a 2-core CPU
 
 Both classify: forward returns logits of shape (n, num_outputs), `loss` is the cross entropy
 against integer labels, `configure_optimizers` returns SGD with the model's learning rate.
@@ -24,7 +27,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-__all__ = ["MLPScratch", "MLP", "train_step"]
+__all__ = ["MLPScratch", "MLP", "train_step", "CausalSelfAttention", "Block", "Transformer"]
 
 
 def _check_size(name: str, value) -> int:
@@ -259,3 +262,103 @@ def train_step(model: _Classifier, optimizer: torch.optim.Optimizer,
     loss.backward()
     optimizer.step()
     return loss.detach()
+
+
+class CausalSelfAttention(nn.Module):
+    """Multi-head self-attention where position t sees positions 0..t only.
+
+    The scores are computed as written (not with F.scaled_dot_product_attention unless fused=True),
+    so autograd saves the softmax's (batch, heads, seq, seq) output: the activation that grows with
+    the sequence length squared. fused=True calls F.scaled_dot_product_attention(is_causal=True)
+    instead, which computes the same function and, on a CPU or a GPU with a flash kernel, saves no
+    (seq, seq) tensor.
+    """
+
+    def __init__(self, d_model: int, num_heads: int, fused: bool = False):
+        super().__init__()
+        self.d_model, self.num_heads = _check_size("d_model", d_model), _check_size("num_heads", num_heads)
+        if d_model % num_heads:
+            raise ValueError(f"d_model ({d_model}) must be a multiple of num_heads ({num_heads})")
+        self.fused = fused
+        self.qkv = nn.Linear(d_model, 3 * d_model)      # queries, keys and values of every head, in one matmul
+        self.proj = nn.Linear(d_model, d_model)         # the heads' outputs mixed back into the residual stream
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, s, d = x.shape                                # (batch, seq, d_model)
+        h = self.num_heads
+        q, k, v = self.qkv(x).split(d, dim=2)            # 3 x (b, s, d)
+        q, k, v = (t.view(b, s, h, d // h).transpose(1, 2) for t in (q, k, v))   # 3 x (b, h, s, d/h)
+        if self.fused:
+            out = F.scaled_dot_product_attention(q, k, v, is_causal=True)       # (b, h, s, d/h)
+        else:
+            scores = q @ k.transpose(-2, -1) / math.sqrt(d // h)               # (b, h, s, s)
+            future = torch.ones(s, s, dtype=torch.bool, device=x.device).triu(1)  # (s, s): True above the diagonal
+            weights = scores.masked_fill(future, float("-inf")).softmax(dim=-1)   # (b, h, s, s), rows sum to 1
+            out = weights @ v                                                     # (b, h, s, d/h)
+        return self.proj(out.transpose(1, 2).reshape(b, s, d))                    # (b, s, d)
+
+
+class Block(nn.Module):
+    """A pre-LayerNorm transformer block: x + attention(LN(x)), then x + MLP(LN(x)), the MLP 4x wide."""
+
+    def __init__(self, d_model: int, num_heads: int, fused: bool = False):
+        super().__init__()
+        self.ln1 = nn.LayerNorm(d_model)
+        self.attn = CausalSelfAttention(d_model, num_heads, fused)
+        self.ln2 = nn.LayerNorm(d_model)
+        self.mlp = nn.Sequential(nn.Linear(d_model, 4 * d_model), nn.GELU(), nn.Linear(4 * d_model, d_model))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.attn(self.ln1(x))                   # (b, s, d)
+        return x + self.mlp(self.ln2(x))                 # (b, s, d)
+
+
+class Transformer(nn.Module):
+    """A decoder-only (GPT-style) language model: logits for the next token at every position.
+
+    Inputs:
+    - vocab_size: number of distinct tokens, V.
+    - d_model: width of the residual stream, d (a multiple of num_heads).
+    - num_heads: attention heads per block, h.
+    - num_layers: number of blocks, L.
+    - max_len: the longest sequence it accepts (the position embedding's rows).
+    - fused: attention through F.scaled_dot_product_attention (no (seq, seq) tensor saved).
+
+    forward(idx) maps token ids of shape (b, s), int64, s <= max_len, to logits of shape (b, s, V);
+    loss(logits, targets) is the mean cross entropy over all b * s positions. Parameters are
+    initialised as GPT-2's: N(0, 0.02) weights, zero biases, LayerNorm at (1, 0).
+
+        model = Transformer(vocab_size=64, d_model=64, num_heads=4, num_layers=2, max_len=128)
+        loss = model.loss(model(idx), targets)        # idx, targets: (b, s) token ids
+    """
+
+    def __init__(self, vocab_size: int, d_model: int, num_heads: int, num_layers: int, max_len: int,
+                 fused: bool = False):
+        super().__init__()
+        self.vocab_size, self.max_len = _check_size("vocab_size", vocab_size), _check_size("max_len", max_len)
+        _check_size("num_layers", num_layers)
+        self.tok = nn.Embedding(vocab_size, d_model)     # (V, d)
+        self.pos = nn.Embedding(max_len, d_model)        # (max_len, d)
+        self.blocks = nn.Sequential(*(Block(d_model, num_heads, fused) for _ in range(num_layers)))
+        self.ln_f = nn.LayerNorm(d_model)
+        self.head = nn.Linear(d_model, vocab_size, bias=False)   # (V, d)
+        for m in self.modules():
+            if isinstance(m, (nn.Linear, nn.Embedding)):
+                nn.init.normal_(m.weight, std=0.02)
+            if isinstance(m, nn.Linear) and m.bias is not None:
+                nn.init.zeros_(m.bias)
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        if not isinstance(idx, torch.Tensor) or idx.dim() != 2 or idx.is_floating_point() or idx.is_complex():
+            raise TypeError(f"idx must be an integer tensor of token ids of shape (batch, seq), got {_describe(idx)}"
+                            + (f" {idx.dtype} of shape {tuple(idx.shape)}" if isinstance(idx, torch.Tensor) else ""))
+        b, s = idx.shape
+        if s > self.max_len:
+            raise ValueError(f"sequences of {s} tokens are longer than max_len = {self.max_len}")
+        x = self.tok(idx) + self.pos(torch.arange(s, device=idx.device))   # (b, s, d)
+        x = self.blocks(x)                                                   # (b, s, d)
+        return self.head(self.ln_f(x))                                       # (b, s, V)
+
+    def loss(self, logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """The mean cross entropy of logits (b, s, V) against targets (b, s), a tensor of shape ()."""
+        return F.cross_entropy(logits.flatten(0, 1), targets.flatten())

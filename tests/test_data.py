@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from course_utils.data import batches, blobs, linear
+from course_utils.data import batches, blobs, linear, sequences
 
 
 def test_blobs_shapes_balance_and_seed():
@@ -37,6 +37,18 @@ def test_batches_cover_everything_with_a_short_last_batch():
     assert torch.equal(torch.cat([b[1] for b in batches(X, y, 4)]), y)
 
 
+def test_sequences_are_shifted_counts_with_some_noise():
+    idx, targets = sequences(n=200, seq_len=40, vocab_size=16, seed=3)
+    assert idx.shape == targets.shape == (200, 40) and idx.dtype == targets.dtype == torch.int64
+    assert torch.equal(idx[:, 1:], targets[:, :-1])                       # targets are idx shifted by one
+    assert 0 <= int(idx.min()) and int(idx.max()) < 16
+    steps = (targets - idx) % 16                                           # the counting step, where not noisy
+    counted = (steps >= 1) & (steps <= 3)
+    assert 0.75 < counted.float().mean() < 0.95                            # about 7 in 8 (plus noise that hits)
+    assert torch.equal(sequences(n=5, seq_len=7, seed=1)[0], sequences(n=5, seq_len=7, seed=1)[0])
+    assert not torch.equal(sequences(n=5, seq_len=7, seed=1)[0], sequences(n=5, seq_len=7, seed=2)[0])
+
+
 def test_bad_input():
     with pytest.raises(ValueError, match="n must be an int >= 1, got 0"):
         blobs(n=0)
@@ -48,3 +60,5 @@ def test_bad_input():
         list(batches(torch.zeros(3, 1), torch.zeros(2), 2))
     with pytest.raises(TypeError, match="must be tensors"):
         list(batches([1, 2], torch.zeros(2), 1))
+    with pytest.raises(ValueError, match="seq_len must be an int >= 1, got 0"):
+        sequences(seq_len=0)

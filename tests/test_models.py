@@ -10,7 +10,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from course_utils.devices import try_gpu
-from course_utils.models import MLP, MLPScratch, train_step
+from course_utils.models import MLP, Block, MLPScratch, Transformer, train_step
 
 DEPTHS = [[], [8], [8, 6, 4]]  # softmax regression, one hidden layer, three
 MODELS = {  # 6 inputs, 3 classes, one hidden layer of 5
@@ -296,3 +296,98 @@ def test_lazy_mlp_moved_to_cuda_before_first_batch():
     X, y = (t.to(device) for t in blobs(n_per_class=2))
     loss = train_step(model, model.configure_optimizers(), X, y)
     assert loss.device == device and model.net[1].weight.device == device
+
+
+# The transformer: torch's own pre-LayerNorm encoder layer with a causal mask is the oracle for a Block.
+
+def _torch_layer(block):
+    """nn.TransformerEncoderLayer (norm_first, GELU, no dropout) holding `block`'s weights, float64."""
+    d = block.ln1.normalized_shape[0]
+    ref = nn.TransformerEncoderLayer(d, block.attn.num_heads, 4 * d, dropout=0.0, activation="gelu",
+                                     batch_first=True, norm_first=True).double()
+    pairs = [(ref.self_attn.in_proj_weight, block.attn.qkv.weight), (ref.self_attn.in_proj_bias, block.attn.qkv.bias),
+             (ref.self_attn.out_proj.weight, block.attn.proj.weight), (ref.self_attn.out_proj.bias, block.attn.proj.bias),
+             (ref.linear1.weight, block.mlp[0].weight), (ref.linear1.bias, block.mlp[0].bias),
+             (ref.linear2.weight, block.mlp[2].weight), (ref.linear2.bias, block.mlp[2].bias),
+             (ref.norm1.weight, block.ln1.weight), (ref.norm1.bias, block.ln1.bias),
+             (ref.norm2.weight, block.ln2.weight), (ref.norm2.bias, block.ln2.bias)]
+    with torch.no_grad():
+        for theirs, ours in pairs:
+            theirs.copy_(ours)
+    return ref
+
+
+@pytest.mark.parametrize("fused", [False, True])
+@pytest.mark.parametrize("d, h, s", [(16, 4, 7), (8, 1, 1), (12, 3, 5)])
+def test_block_is_torchs_causal_pre_layernorm_layer(fused, d, h, s):
+    torch.manual_seed(0)
+    block = Block(d, h, fused).double()
+    with torch.no_grad():
+        for p in block.parameters():
+            p.copy_(0.3 * torch.randn_like(p))     # not the initial values: every weight and bias matters
+    x = torch.randn(3, s, d, dtype=torch.float64, requires_grad=True)
+    mask = nn.Transformer.generate_square_subsequent_mask(s, dtype=torch.float64)
+    ref = _torch_layer(block)
+    torch.testing.assert_close(block(x), ref(x, src_mask=mask, is_causal=True), rtol=1e-12, atol=1e-12)
+    g_ours, = torch.autograd.grad(block(x).sum(), x)
+    g_ref, = torch.autograd.grad(ref(x, src_mask=mask, is_causal=True).sum(), x)
+    torch.testing.assert_close(g_ours, g_ref, rtol=1e-11, atol=1e-11)
+
+
+def test_transformer_shapes_causality_and_loss():
+    torch.manual_seed(0)
+    model = Transformer(vocab_size=11, d_model=16, num_heads=2, num_layers=2, max_len=9).double()
+    idx = torch.randint(0, 11, (4, 9))
+    logits = model(idx)
+    assert logits.shape == (4, 9, 11) and logits.dtype == torch.float64
+    changed = idx.clone()
+    changed[:, 5] = (changed[:, 5] + 1) % 11                                # a token at position 5
+    after = model(changed)
+    torch.testing.assert_close(after[:, :5], logits[:, :5], rtol=0, atol=0)  # earlier positions cannot see it
+    assert not torch.allclose(after[:, 5:], logits[:, 5:])
+    targets = torch.randint(0, 11, (4, 9))
+    want = -torch.log_softmax(logits, dim=-1).gather(-1, targets[..., None]).mean()
+    torch.testing.assert_close(model.loss(logits, targets), want)
+    shorter = model(idx[:, :3])                                               # fewer positions than max_len
+    torch.testing.assert_close(shorter, logits[:, :3])
+    fused = Transformer(11, 16, 2, 2, 9, fused=True).double()
+    fused.load_state_dict(model.state_dict())
+    torch.testing.assert_close(fused(idx), logits, rtol=1e-12, atol=1e-12)
+
+
+def test_transformer_initialisation_is_gpt2s():
+    model = Transformer(vocab_size=50, d_model=64, num_heads=4, num_layers=3, max_len=32)
+    linears_ = [m for m in model.modules() if isinstance(m, nn.Linear)]
+    assert all(float(m.weight.std()) == pytest.approx(0.02, rel=0.15) for m in linears_)
+    assert all(m.bias is None or not m.bias.any() for m in linears_)
+    assert float(model.tok.weight.std()) == pytest.approx(0.02, rel=0.1)
+    assert sum(p.numel() for p in model.parameters()) == 50 * 64 + 32 * 64 + 3 * (12 * 64 * 64 + 13 * 64) + 2 * 64 + 64 * 50
+
+
+def test_transformer_trains_on_sequences():
+    from course_utils.data import sequences
+    torch.manual_seed(0)
+    idx, targets = sequences(n=32, seq_len=16, vocab_size=16, seed=0)
+    model = Transformer(16, 32, 2, 2, 16)
+    optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
+    first = None
+    for _ in range(60):
+        optimizer.zero_grad()
+        loss = model.loss(model(idx), targets)
+        loss.backward()
+        optimizer.step()
+        first = first if first is not None else loss.item()
+    assert loss.item() < 0.6 * first     # from ln 16 = 2.77 towards the noise's floor
+
+
+def test_transformer_bad_input():
+    with pytest.raises(ValueError, match=r"d_model \(10\) must be a multiple of num_heads \(4\)"):
+        Transformer(8, 10, 4, 1, 8)
+    model = Transformer(8, 8, 2, 1, max_len=4)
+    with pytest.raises(ValueError, match="sequences of 5 tokens are longer than max_len = 4"):
+        model(torch.zeros(1, 5, dtype=torch.long))
+    with pytest.raises(TypeError, match=r"integer tensor of token ids of shape \(batch, seq\), got torch.Tensor "
+                                        r"torch.float32 of shape \(1, 3\)"):
+        model(torch.zeros(1, 3))
+    with pytest.raises(ValueError, match="num_layers must be a positive int, got 0"):
+        Transformer(8, 8, 2, 0, 4)
