@@ -25,7 +25,8 @@ mistake in the feedback, are here.
     l06     checkpointing: checkpoint_peak_bytes, checkpointed_forward, best_segments
     l07     second derivatives: hvp, newton_step, has_second_order_graph
     l08     partitioning: bubble_fraction, min_microbatches, balance_stages, average_gradients
-    l09     a bigger batch: loss_scale, zero_bytes_per_rank, sharded_sgd_step
+    l09     a bigger batch: loss_scale, bf16_pack_unpack, zero_bytes_per_rank, sharded_sgd_step
+    l10     fit it yourself: block_activation_bytes, fit_step (a batch under a memory budget)
     workers what the checks that run an exercise in worker processes share (lessons 08, 09)
 
 A lesson whose probes start processes says so with `PROBES_START_PROCESSES = True` in its module

@@ -1,0 +1,270 @@
+"""Lesson 10 (fit it yourself): the checks of its two exercises, used by the visible and the hidden tests.
+
+Right answers come from the test cell (its literals or expect()) or from the lesson's own oracles: what
+SavedTensors measures on a course_utils.models.Block, and the plain full-batch step of a Transformer.
+"""
+
+import math
+
+import torch
+from torch.utils.flop_counter import flop_registry
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from course_utils.checks import CheckFailed, check_tensor
+from course_utils.data import sequences
+from course_utils.judging import Check, MALFORMED, memory_peaks, outcome, raised_name, results
+from course_utils.memory import SavedTensors, TensorAllocations
+from course_utils.models import Block, Transformer
+
+MIB = 2 ** 20
+
+
+def _fail(message: str):
+    raise CheckFailed(message)
+
+
+# Exercise 1: block_activation_bytes(batch, seq, d_model, num_heads, fused=False) -> int, the bytes autograd
+# saves in one Block's forward on a float32 input that requires grad (parameters left out).
+# cases: [(batch, seq, d_model, num_heads, fused)]; want: [bytes], measured (measured_block_bytes) where the
+# case is small enough, else the instructor's formula.
+
+def measured_block_bytes(batch: int, seq: int, d_model: int, num_heads: int, fused: bool = False) -> int:
+    """The oracle: SavedTensors' activation bytes of one float32 Block's forward on a (batch, seq, d_model)
+    input computed from a leaf (so that the input is an activation, as a block's input is in a model)."""
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        block = Block(d_model, num_heads, fused)
+        x = torch.randn(batch, seq, d_model, requires_grad=True)
+    h = x * 1.0                      # the block's input: an activation, as the previous block's output is
+    with SavedTensors(exclude=block.parameters()) as saved:
+        block(h)
+    return saved.activation_bytes
+
+
+def _block_mistakes(b, s, d, h, fused, want) -> dict:
+    """{description: the bytes that mistake gives} for one case."""
+    scores = 4 * b * h * s * s
+    mistakes = {
+        "the causal mask is missing: masked_fill saves it, a (seq, seq) bool tensor, 1 byte per entry, once per "
+        "block whatever the batch": want - (0 if fused else s * s),
+        "the mask was counted per example and head: it is one (seq, seq) bool tensor, broadcast": want + (0 if fused
+        else (b * h - 1) * s * s),
+        "LayerNorm's statistics are missing: each of the two saves a mean and a reciprocal standard deviation per "
+        "position, 2 floats": want - 16 * b * s,
+        "the block's input is missing: ln1 saves it (the first thing a block keeps)": want - 4 * b * s * d,
+        "the MLP's hidden activation was counted once: the GELU saves its input and the second Linear its output, "
+        "each 4 * d_model wide": want - 16 * b * s * d,
+        "the attention scores were counted once for all heads: there are num_heads (seq, seq) matrices per example":
+            want - (0 if fused else scores - scores // h),
+        "the attention scores were counted twice: the softmax saves its output; the scaling and the mask save no "
+        "copy of them": want + (0 if fused else scores),
+    }
+    if fused:
+        why = ("fused attention saves no (seq, seq) scores: scaled_dot_product_attention keeps its output and one "
+               "logsumexp per head and position instead")
+        mistakes[why] = want - 4 * b * h * s + scores + s * s
+        mistakes[why + " (and no mask)"] = want - 4 * b * h * s + scores
+    return mistakes
+
+
+def _probe_block(fn, cases):
+    return [outcome(fn, *case) for case in cases]
+
+
+def _judge_block(got, want, cases):
+    wrong = {}                       # description -> the cases it explains
+    for g, w, case in zip(results(got, cases, "block_activation_bytes"), want, cases):
+        name = f"block_activation_bytes{tuple(case[:4]) + (('fused=True',) if case[4] else ())}".replace("'", "")
+        assert type(g) is dict and ("value" in g) != ("raised" in g), MALFORMED
+        if "raised" in g:
+            _fail(f"{name} raised {raised_name(g['raised'])}")
+        value = g["value"]
+        if type(value) is not int:
+            _fail(f"{name} returned a {type(value).__name__}, expected an int (bytes are whole: use // or int())"
+                  if type(value) in (float, bool) or isinstance(value, torch.Tensor) else
+                  f"{name} should return an int, got something else")
+        if value == w:
+            continue
+        b, s, d, h, fused = case
+        named = [why for why, bytes_ in _block_mistakes(b, s, d, h, fused, w).items() if bytes_ == value]
+        mask = 0 if fused else s * s
+        if value in ((w - mask) // 4 + mask, (w - mask) // 4, w // 4):
+            named.append("the counts are elements, not bytes: a float32 is 4 bytes (the mask's bool is 1)")
+        hint = f": {named[0]}" if named else ""
+        _fail(f"{name} = {value:,}, expected {w:,} bytes (off by {value - w:+,}){hint}")
+
+
+BLOCK_ACTIVATION_BYTES = Check("block_activation_bytes", _probe_block, _judge_block)
+
+
+# Exercise 2 (the capstone): fit_step(model, optimizer, idx, targets, budget_bytes) -> float, one training step
+# on the whole batch whose peak stays within budget_bytes. cases: [(config, batch, budget_mib, seed)], config
+# (vocab, d_model, heads, layers, seq); want: [the plain step's {"update", "loss", "peak", "flops", "calls"}]
+# (plain_step_measured), or None in the visible test, where the judge measures it.
+
+FLOP_FACTOR = 1.5     # at most this many times the plain step's floating-point operations (one recomputation)
+CALL_FACTOR = 8       # at most this many times its operator calls: the cost of many small micro-batches
+UPDATE_RTOL = 0.02    # the update within 2 % of the plain step's (norm of the difference over the norm)
+HEADROOM_MIB = 64     # the kernel's peak may exceed the reference solution's by less than this
+
+
+class Momentum(torch.optim.SGD):
+    """SGD with momentum 0.9 that counts its step() calls (the capstone's optimizer)."""
+    steps = 0
+
+    def __init__(self, params, lr=0.1):
+        super().__init__(params, lr=lr, momentum=0.9)
+
+    def step(self, closure=None):
+        self.steps += 1
+        return super().step(closure)
+
+
+def capstone_inputs(config, batch: int, seed: int):
+    """(model, optimizer, idx, targets) of a case, the same wherever it is built: float32, on the CPU."""
+    vocab, d, h, layers, seq = config
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        model = Transformer(vocab, d, h, layers, seq)
+    idx, targets = sequences(n=batch, seq_len=seq, vocab_size=vocab, seed=seed)
+    return model, Momentum(model.parameters()), idx, targets
+
+
+def flat(model) -> torch.Tensor:
+    return torch.cat([p.detach().reshape(-1).double() for p in model.parameters()])
+
+
+_ATEN = torch.ops.aten
+FLOPS = {**flop_registry,   # torch's formulas, and the CPU's fused attention counted as the GPU's kernels are
+         _ATEN._scaled_dot_product_flash_attention_for_cpu: flop_registry[_ATEN._scaled_dot_product_flash_attention],
+         _ATEN._scaled_dot_product_flash_attention_for_cpu_backward:
+             flop_registry[_ATEN._scaled_dot_product_flash_attention_backward]}
+
+
+class _Work(TorchDispatchMode):
+    """Counts the aten operations dispatched while it is on, and their floating-point operations (by
+    torch.utils.flop_counter's formulas). Not FlopCounterMode itself: its module tracking keeps the tensors
+    torch.utils.checkpoint means to free (177 MiB instead of 70 measured on the lesson's model)."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls = self.flops = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        self.calls += 1
+        count = FLOPS.get(func._overloadpacket) or FLOPS.get(func)
+        if count is not None:
+            self.flops += count(*args, **kwargs, out_val=out)
+        return out
+
+
+def measured_step(step, model) -> dict:
+    """Run step() once under the course's measurements: the peak of CPU tensors it created (TensorAllocations),
+    its floating-point operations and aten calls (_Work), and what it returned."""
+    with TensorAllocations("cpu") as mem, _Work() as work:
+        result = outcome(step)
+    return {**result, "peak": mem.peak_bytes, "flops": work.flops, "calls": work.calls}
+
+
+def plain_step_measured(config, batch: int, seed: int) -> dict:
+    """The oracle: the plain full-batch step (zero_grad, loss, backward, step) measured, and its update."""
+    model, optimizer, idx, targets = capstone_inputs(config, batch, seed)
+    before = flat(model)
+
+    def step():
+        optimizer.zero_grad()
+        loss = model.loss(model(idx), targets)
+        loss.backward()
+        optimizer.step()
+        return loss.item()
+    seen = measured_step(step, model)
+    return {"update": flat(model) - before, "loss": seen["value"], "peak": seen["peak"], "flops": seen["flops"],
+            "calls": seen["calls"]}
+
+
+def _probe_fit(fn, cases):
+    found = []
+    for config, batch, budget_mib, seed in cases:
+        model, optimizer, idx, targets = capstone_inputs(config, batch, seed)
+        before = flat(model)
+        seen = measured_step(lambda: fn(model, optimizer, idx, targets, budget_mib * MIB), model)
+        found.append({**seen, "steps": optimizer.steps, "dtypes": sorted({str(p.dtype) for p in model.parameters()}),
+                      "update": flat(model) - before if all(p.dtype == torch.float32 for p in model.parameters())
+                      else None})
+        del model, optimizer
+    return found
+
+
+def _case_name(config, batch, budget_mib):
+    vocab, d, h, layers, seq = config
+    return (f"fit_step on a {layers}-layer transformer (d_model {d}, {h} heads, sequences of {seq}) with a batch of "
+            f"{batch} and a budget of {budget_mib} MiB")
+
+
+def _judge_case(g, w, case):
+    config, batch, budget_mib, _ = case
+    name = _case_name(config, batch, budget_mib)
+    keys = {"peak", "flops", "calls", "steps", "dtypes", "update"}
+    assert type(g) is dict and keys <= set(g) and ("value" in g) != ("raised" in g), f"{name}: {MALFORMED}"
+    if "raised" in g:
+        _fail(f"{name} raised {raised_name(g['raised'])}")
+    assert type(g["dtypes"]) is list and all(type(t) is str for t in g["dtypes"]), f"{name}: {MALFORMED}"
+    if g["dtypes"] != ["torch.float32"]:
+        _fail(f"{name}: the parameters are now {', '.join(t[6:] for t in g['dtypes'])}: keep them float32 (the master "
+              "weights); torch.autocast computes in bfloat16 while the parameters, their gradients and the update "
+              "stay float32")
+    steps = g["steps"]
+    assert type(steps) is int, f"{name}: {MALFORMED}"
+    if steps != 1:
+        _fail(f"{name}: optimizer.step() was called {steps} times, expected once: the whole batch is one step "
+              "(accumulate the micro-batches' gradients, then step)")
+    peak, budget = g["peak"], budget_mib * MIB
+    assert type(peak) is int and type(g["flops"]) is int and type(g["calls"]) is int, f"{name}: {MALFORMED}"
+    if peak > budget:
+        _fail(f"{name}: the peak of your step was {peak / MIB:.1f} MiB, {(peak - budget) / MIB:.1f} MiB over the "
+              f"budget (the plain step peaks at {w['peak'] / MIB:.1f} MiB): split the batch into more micro-batches, "
+              "checkpoint the blocks, or both")
+    update, want = g["update"], w["update"]
+    if type(update) is not torch.Tensor or update.shape != want.shape:
+        _fail(f"{name}: the parameters changed in number or shape")
+    error = float((update - want).norm() / want.norm())
+    if error > UPDATE_RTOL:
+        ratio = float(update @ want / (want @ want))
+        k = round(ratio) if ratio >= 1 else -round(1 / ratio) if ratio > 0 else 0
+        why = (f"the update is {k} times the plain step's: each micro-batch's loss must be divided by the number of "
+               "micro-batches (or weighted by its share of the batch)" if k >= 2 and abs(ratio - k) < 0.05 * k else
+               f"the update is 1/{-k} of the plain step's: the loss was divided by the number of micro-batches more "
+               "than once, or only some micro-batches' gradients were kept" if k <= -2 and abs(1 / ratio + k) < 0.05 * -k
+               else "is every micro-batch's gradient accumulated (no zero_grad between them), and the whole batch used?")
+        _fail(f"{name}: the parameter update differs from the plain full-batch step's by {100 * error:.1f} % (at most "
+              f"{100 * UPDATE_RTOL:.0f} % is allowed): {why}")
+    value = g["value"]
+    if type(value) is not float:
+        _fail(f"{name} should return the batch's loss as a Python float (loss.item()), got a {type(value).__name__}")
+    if not math.isclose(value, w["loss"], rel_tol=UPDATE_RTOL):
+        _fail(f"{name} returned a loss of {value:.4f}, expected the whole batch's mean loss, {w['loss']:.4f} (the mean "
+              "of the micro-batches' losses weighted by their sizes)")
+    if g["flops"] > FLOP_FACTOR * w["flops"]:
+        _fail(f"{name}: your step did {g['flops'] / w['flops']:.2f} times the plain step's floating-point operations, "
+              f"more than {FLOP_FACTOR}: recompute each block at most once")
+    if g["calls"] > CALL_FACTOR * w["calls"]:
+        _fail(f"{name}: your step made {g['calls'] / w['calls']:.1f} times the plain step's operator calls, more than "
+              f"{CALL_FACTOR} (each costs time whatever its size): use fewer, larger micro-batches, the largest that fit")
+
+
+def _judge_fit(got, want, cases):
+    if want is None:   # the visible test: the plain step is no secret (run it yourself), so it is measured here
+        want = [plain_step_measured(config, batch, seed) for config, batch, _, seed in cases]
+    for g, w, case in zip(results(got, cases, "fit_step"), want, cases):
+        _judge_case(g, w, case)
+    peaks = memory_peaks()   # measured by the operating system while the test ran; None in a notebook
+    if peaks is not None and (peaks[0] - peaks[1]) / MIB >= HEADROOM_MIB:
+        _fail(f"while this test ran, your code had {(peaks[0] - peaks[1]) / MIB:.0f} MiB more memory in use than the "
+              "reference solution at the peak (measured by the operating system): the step did not stay within its "
+              "budget; free each micro-batch's graph (call backward on it) before the next, and keep no reference "
+              "to activations")
+
+
+FIT_STEP = Check("fit_step", _probe_fit, _judge_fit)
