@@ -119,8 +119,8 @@ def _why_scale_bad(values, grads_dtype, dtype) -> str:
     if not any(values):
         return "grads holds no nonzero value: " + ("it is empty" if not values else "every gradient is 0")
     return (f"the gradients span more than torch.{dtype}'s range: at the largest safe scale the smallest nonzero "
-            "gradient falls below its smallest subnormal, finfo.tiny x finfo.eps, where it becomes 0 or is rounded by "
-            "up to half its value (compare |g| x S with that number; casting to the type rounds instead)")
+            "gradient falls below its smallest subnormal d = finfo.tiny x finfo.eps, where it becomes 0 or is rounded "
+            "to d, off by up to all of itself (compare |g| x S with d; casting to the type rounds instead)")
 
 
 def _judge_scale(got, want, cases):
