@@ -7,14 +7,13 @@ SavedTensors measures on a course_utils.models.Block, and the plain full-batch s
 import math
 
 import torch
-from torch.utils.flop_counter import flop_registry
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from course_utils.checks import CheckFailed, check_tensor
 from course_utils.data import sequences
 from course_utils.judging import Check, MALFORMED, memory_peaks, outcome, raised_name, results
-from course_utils.memory import SavedTensors, TensorAllocations
+from course_utils.memory import SavedTensors
 from course_utils.models import Block, Transformer
+from course_utils.stepcost import measured_step
 
 MIB = 2 ** 20
 
@@ -134,40 +133,6 @@ def flat(model) -> torch.Tensor:
     return torch.cat([p.detach().reshape(-1).double() for p in model.parameters()])
 
 
-_ATEN = torch.ops.aten
-FLOPS = {**flop_registry,   # torch's formulas, and the CPU's fused attention counted as the GPU's kernels are
-         _ATEN._scaled_dot_product_flash_attention_for_cpu: flop_registry[_ATEN._scaled_dot_product_flash_attention],
-         _ATEN._scaled_dot_product_flash_attention_for_cpu_backward:
-             flop_registry[_ATEN._scaled_dot_product_flash_attention_backward]}
-
-
-class _Work(TorchDispatchMode):
-    """Counts the aten operations dispatched while it is on, and their floating-point operations (by
-    torch.utils.flop_counter's formulas). Not FlopCounterMode itself: its module tracking keeps the tensors
-    torch.utils.checkpoint means to free (177 MiB instead of 70 measured on the lesson's model)."""
-
-    def __init__(self):
-        super().__init__()
-        self.calls = self.flops = 0
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        out = func(*args, **kwargs)
-        self.calls += 1
-        count = FLOPS.get(func._overloadpacket) or FLOPS.get(func)
-        if count is not None:
-            self.flops += count(*args, **kwargs, out_val=out)
-        return out
-
-
-def measured_step(step, model) -> dict:
-    """Run step() once under the course's measurements: the peak of CPU tensors it created (TensorAllocations),
-    its floating-point operations and aten calls (_Work), and what it returned."""
-    with TensorAllocations("cpu") as mem, _Work() as work:
-        result = outcome(step)
-    return {**result, "peak": mem.peak_bytes, "flops": work.flops, "calls": work.calls}
-
-
 def plain_step_measured(config, batch: int, seed: int) -> dict:
     """The oracle: the plain full-batch step (zero_grad, loss, backward, step) measured, and its update."""
     model, optimizer, idx, targets = capstone_inputs(config, batch, seed)
@@ -179,7 +144,7 @@ def plain_step_measured(config, batch: int, seed: int) -> dict:
         loss.backward()
         optimizer.step()
         return loss.item()
-    seen = measured_step(step, model)
+    seen = measured_step(step)
     return {"update": flat(model) - before, "loss": seen["value"], "peak": seen["peak"], "flops": seen["flops"],
             "calls": seen["calls"]}
 
@@ -189,7 +154,7 @@ def _probe_fit(fn, cases):
     for config, batch, budget_mib, seed in cases:
         model, optimizer, idx, targets = capstone_inputs(config, batch, seed)
         before = flat(model)
-        seen = measured_step(lambda: fn(model, optimizer, idx, targets, budget_mib * MIB), model)
+        seen = measured_step(lambda: fn(model, optimizer, idx, targets, budget_mib * MIB))
         found.append({**seen, "steps": optimizer.steps, "dtypes": sorted({str(p.dtype) for p in model.parameters()}),
                       "update": flat(model) - before if all(p.dtype == torch.float32 for p in model.parameters())
                       else None})

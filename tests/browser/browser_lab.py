@@ -216,7 +216,7 @@ def first_cell(result: dict, pred) -> int | None:
 
 def drag_first_slider(lane: Lane) -> dict | None:
     """Drag the first widget slider of the notebook on screen 30 px to the right, as a learner does with
-    the mouse; return the text of the circuit's SVG and the slider's readout before and after."""
+    the mouse; return the text of the figure's SVG (a circuit, a planner) and the slider's readout before and after."""
     panel = lane.panel()
     handles = panel.locator(".widget-slider .noUi-handle")
     if handles.count() == 0:

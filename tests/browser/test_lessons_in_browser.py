@@ -109,22 +109,24 @@ def test_figures_render(lesson_runs, name):
                 assert in_model >= want, f"{name}: the committed solution shows {want} {mime} figures, the browser {in_model}"
 
 
-CIRCUIT_LESSONS = [n for n in LESSONS if committed_outputs(n, "application/vnd.jupyter.widget-view+json")]
+INTERACTIVE_LESSONS = [n for n in LESSONS if committed_outputs(n, "application/vnd.jupyter.widget-view+json")]
 
 
-@pytest.mark.parametrize("name", CIRCUIT_LESSONS)
-def test_interactive_circuit_responds_to_a_slider_drag(lesson_runs, name):
+@pytest.mark.parametrize("name", INTERACTIVE_LESSONS)
+def test_interactive_figure_responds_to_a_slider_drag(lesson_runs, name):
+    """Lesson 01's circuit and lesson 10's memory planner: the numbers the figure shows change when its first
+    slider is dragged, as the kernel recomputes them."""
     run = lesson_runs(name)
     assert run.widget is not None, f"{name}: no slider was drawn (are the widgets' JupyterLab extension and ipywidgets installed?)"
     before, after = run.widget["before"], run.widget["after"]
     assert before["readout"] != after["readout"], f"{name}: dragging the slider did not move it ({before['readout']})"
     numbers = lambda svg: re.findall(r"<text[^>]*>\s*(-?[\d.]+)\s*</text>", svg)  # noqa: E731
-    assert numbers(before["svg"]), f"{name}: the circuit shows no numbers: {before['svg'][:300]}"
+    assert numbers(before["svg"]), f"{name}: the figure shows no numbers: {before['svg'][:300]}"
     assert numbers(before["svg"]) != numbers(after["svg"]), \
-        f"{name}: the circuit did not recompute after the slider moved from {before['readout']} to {after['readout']}"
+        f"{name}: the figure did not recompute after the slider moved from {before['readout']} to {after['readout']}"
 
 
-@pytest.mark.parametrize("name", CIRCUIT_LESSONS)
+@pytest.mark.parametrize("name", INTERACTIVE_LESSONS)
 def test_every_slider_can_be_dragged_on_a_laptop_screen(lesson_runs, name):
     """At 1366 x 768, every slider of the lesson's last interactive figure has a track a mouse can use
     and moves when dragged (five sliders in one row once left each track 14 px wide)."""
