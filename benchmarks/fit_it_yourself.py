@@ -7,7 +7,7 @@ The model and data are lesson 10's (course_utils.planner.Plan's defaults: 4 bloc
 sequences of 128, a vocabulary of 64; SGD with momentum; course_utils.data.sequences). For each plan:
 
 - predicted: what one step adds by course_utils.planner.predict (gradients, saved activations, one block's
-  scores as temporaries);
+  scores as temporaries), with one block's saved bytes measured (the lesson's exercise 1 predicts them exactly);
 - measured: the peak of the first step's CPU tensors (course_utils.stepcost.measured_step), with its FLOPs and
   aten calls against the plain step's (the capstone's bounds are 1.5x and 8x);
 - ms: the fastest of --repeat steps after one warm-up (course_utils.timing.fastest_seconds), without the
@@ -42,6 +42,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from course_utils.planner import Plan, predict, training_step  # noqa: E402
+from course_utils.lessonchecks.l10 import measured_block_bytes  # noqa: E402
 from course_utils.stepcost import measured_step  # noqa: E402
 from course_utils.timing import fastest_seconds  # noqa: E402
 
@@ -69,7 +70,7 @@ def main() -> int:
     plain = None
     for name, tools in PLANS.items():
         plan = Plan(batch=args.batch, **tools)
-        parts = predict(plan)
+        parts = predict(plan, measured_block_bytes)   # the float32 block measured at the micro-batch
         predicted = parts["gradients"] + parts["activations"] + parts["temporaries"]
         seen = measured_step(training_step(plan))
         plain = plain or seen

@@ -2,14 +2,15 @@
 beside the peak measured, for lesson 10's interactive figure.
 
     plan = Plan(layers=4, d_model=64, heads=4, seq=128, batch=64, micro_batches=4, checkpoint=True)
-    predict(plan)    # {"parameters": bytes, "momentum": ..., "gradients": ..., "activations": ..., "temporaries": ...}
-    measure(plan)    # the same parts measured (TensorAllocations), or None when the step is too big to run at once
-    planner()        # the widget: sliders and switches, predicted beside measured, redrawn on every change
+    predict(plan, block_bytes)   # {"parameters": bytes, "momentum": ..., "gradients": ..., "activations": ...,
+                                 #  "temporaries": ...}
+    measure(plan, block_bytes)   # the same parts measured, or None when the step is too big to run at once
+    planner(plan, block_bytes)   # the widget: sliders and switches, predicted beside measured
 
-What one Block saves is measured, not written here (lesson 10's exercise 1 is that formula): SavedTensors on one
-block with one and with two sequences of the plan's length, under autocast when the plan asks, then scaled to the
-micro-batch (the bytes are exactly linear in the batch: the mask and autocast's weight copies are the constant
-part). A block of one sequence of 1024 at width 256 saves about 50 MB, so this is quick. The model is SGD with
+What one float32 Block saves is the caller's `block_bytes(batch, seq, d_model, heads, fused)`: in lesson 10 the
+learner's exercise 1 (its formula is not written here). Under bfloat16 autocast a block is measured instead:
+SavedTensors on one block with one and with two sequences, scaled to the micro-batch (the bytes are linear in the
+batch; the mask and autocast's copies of the weights are the constant part). The model is SGD with
 momentum as in lesson 10: the state is the parameters and the momentum; a step adds the gradients, the saved
 activations and, at its peak, one block's attention scores as temporaries. ZeRO over N processes divides the
 momentum (stage 1), the gradients (stage 2) and the parameters (stage 3) by N, and each process takes batch / N.
@@ -66,8 +67,8 @@ class Plan:
 
 
 @functools.lru_cache(maxsize=512)
-def _saved(batch: int, seq: int, d_model: int, heads: int, fused: bool, bf16: bool) -> int:
-    """SavedTensors' activation bytes of one Block's forward on a (batch, seq, d_model) activation."""
+def _saved_bf16(batch: int, seq: int, d_model: int, heads: int, fused: bool) -> int:
+    """SavedTensors' activation bytes of one Block's forward under bfloat16 autocast on (batch, seq, d_model)."""
     from course_utils.memory import SavedTensors
     from course_utils.models import Block
 
@@ -76,27 +77,30 @@ def _saved(batch: int, seq: int, d_model: int, heads: int, fused: bool, bf16: bo
         block = Block(d_model, heads, fused)
         x = torch.randn(batch, seq, d_model, requires_grad=True)
     h = x * 1.0                                   # the block's input, an activation as in the model
-    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16), SavedTensors(exclude=block.parameters()) as saved:
+    with torch.autocast("cpu", dtype=torch.bfloat16), SavedTensors(exclude=block.parameters()) as saved:
         block(h)
     return saved.activation_bytes
 
 
-def block_bytes(plan: Plan, b: int) -> int:
-    """Bytes one Block saves for its backward on b sequences (its input counted, its parameters not), from one
-    block measured on one and on two sequences."""
-    one, two = (_saved(n, plan.seq, plan.d_model, plan.heads, plan.fused, plan.bf16) for n in (1, 2))
+def saved_by_block(plan: Plan, b: int, block_bytes) -> int:
+    """Bytes one Block saves for its backward on b sequences (its input counted, its parameters not): the caller's
+    block_bytes in float32, measured on one and two sequences and scaled under autocast."""
+    if not plan.bf16:
+        return block_bytes(b, plan.seq, plan.d_model, plan.heads, plan.fused)
+    one, two = (_saved_bf16(n, plan.seq, plan.d_model, plan.heads, plan.fused) for n in (1, 2))
     return one + (two - one) * (b - 1)
 
 
-def predict(plan: Plan) -> dict:
-    """Each part of the peak of one process's training step, in bytes (PARTS)."""
+def predict(plan: Plan, block_bytes) -> dict:
+    """Each part of the peak of one process's training step, in bytes (PARTS); block_bytes(batch, seq, d_model,
+    heads, fused) gives what one float32 block saves."""
     P, n, b, s, d = plan.num_params, plan.processes, plan.micro_batch, plan.seq, plan.d_model
     shard = lambda stage: -(-4 * P // n) if plan.zero_stage >= stage else 4 * P   # noqa: E731
     head = b * s * ((6 if plan.bf16 else 8) * d + 4 * plan.vocab + 24) + (2 * d * plan.vocab if plan.bf16 else 0)
     if plan.checkpoint:   # the blocks' inputs stay, one block is run again at a time in the backward
-        saved = plan.layers * 4 * b * s * d + block_bytes(plan, b) + head
+        saved = plan.layers * 4 * b * s * d + saved_by_block(plan, b, block_bytes) + head
     else:
-        saved = plan.layers * block_bytes(plan, b) + head
+        saved = plan.layers * saved_by_block(plan, b, block_bytes) + head
     scores = 0 if plan.fused else (2 if plan.bf16 else 4) * b * plan.heads * s * s
     return {"parameters": shard(3), "momentum": shard(1), "gradients": shard(2), "activations": saved,
             "temporaries": scores}
@@ -132,14 +136,14 @@ def training_step(plan: Plan):
     return step
 
 
-def measure(plan: Plan, below: int = MEASURE_BELOW) -> dict | None:
+def measure(plan: Plan, block_bytes, below: int = MEASURE_BELOW) -> dict | None:
     """The parts of one process's step measured on the CPU: the parameters and the momentum counted, the rest the
     peak of the first step (its gradients, activations and temporaries; the momentum is made after the peak), as
     lesson 10 measures it. None when ZeRO runs over several processes, or when the predicted step adds more than
     `below` bytes (too slow to run at once)."""
     from course_utils.stepcost import measured_step
 
-    parts = predict(plan)
+    parts = predict(plan, block_bytes)
     if plan.processes > 1 or parts["gradients"] + parts["activations"] + parts["temporaries"] > below:
         return None
     peak = measured_step(training_step(plan))["peak"]
@@ -180,11 +184,14 @@ def svg(predicted: dict, measured: dict | None, width: int = 640) -> str:
     return "".join(rows)
 
 
-def planner(plan: Plan = Plan()):
+def planner(plan: Plan, block_bytes):
     """The interactive planner: a widget with a slider or a switch for each field of Plan and the figure,
-    redrawn (predicted, and measured when small enough) whenever one of them changes."""
+    redrawn (predicted with block_bytes, and measured when small enough) whenever one of them changes."""
+    import html
+
     import ipywidgets as w
 
+    predict(plan, block_bytes)   # block_bytes not written yet, or wrong for this plan: raised here, not in a redraw
     look = {"layout": w.Layout(width="420px"), "style": {"description_width": "110px"}}
     slider = lambda name, options, value: w.SelectionSlider(options=options, value=value, description=name,  # noqa: E731
                                                             continuous_update=False, **look)
@@ -208,11 +215,9 @@ def planner(plan: Plan = Plan()):
         values = {name: c.value for name, c in controls.items()}
         try:
             current = replace(plan, **values)
-        except ValueError as e:
-            figure.value = f"<p>{e}</p>"
-            return
-        predicted = predict(current)
-        figure.value = svg(predicted, measure(current))
+            figure.value = svg(predict(current, block_bytes), measure(current, block_bytes))
+        except Exception as e:  # noqa: BLE001 - a plan that does not split, or block_bytes failing: shown, not raised
+            figure.value = f"<p>{html.escape(type(e).__name__)}: {html.escape(str(e))}</p>"
 
     for c in controls.values():
         c.observe(redraw, names="value")

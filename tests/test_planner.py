@@ -6,7 +6,12 @@ import torch
 from course_utils.lessonchecks.l10 import measured_block_bytes
 from course_utils.memory import SavedTensors
 from course_utils.models import Block
-from course_utils.planner import Plan, block_bytes, measure, planner, predict, svg
+from course_utils.planner import Plan, measure, planner, predict, saved_by_block, svg
+
+
+def block_bytes(batch, seq, d_model, heads, fused=False):
+    """What one float32 Block saves (lesson 10's exercise 1, the oracle here), checked against SavedTensors below."""
+    return 4 * batch * seq * (16 * d_model + 4 + heads * (1 if fused else seq)) + (0 if fused else seq * seq)
 
 
 def _saved_under_autocast(b, s, d, h, fused):
@@ -21,11 +26,12 @@ def _saved_under_autocast(b, s, d, h, fused):
 
 @pytest.mark.parametrize("b, s, d, h", [(3, 16, 32, 4), (5, 8, 64, 2), (4, 5, 8, 1)])
 @pytest.mark.parametrize("fused", [False, True])
-def test_a_blocks_bytes_scale_exactly_with_the_batch_in_float32_and_under_autocast(b, s, d, h, fused):
-    """Measured on one and two sequences, scaled: equal to the measurement at b sequences."""
+def test_a_blocks_bytes_in_float32_and_scaled_under_autocast_are_exact(b, s, d, h, fused):
+    """float32: the caller's formula (here the oracle, checked); autocast: measured on one and two sequences,
+    scaled, equal to the measurement at b sequences."""
     plan = Plan(seq=s, d_model=d, heads=h, batch=b, fused=fused)
-    assert block_bytes(plan, b) == measured_block_bytes(b, s, d, h, fused)
-    assert block_bytes(Plan(seq=s, d_model=d, heads=h, batch=b, fused=fused, bf16=True), b) == \
+    assert saved_by_block(plan, b, block_bytes) == measured_block_bytes(b, s, d, h, fused)
+    assert saved_by_block(Plan(seq=s, d_model=d, heads=h, batch=b, fused=fused, bf16=True), b, None) == \
         _saved_under_autocast(b, s, d, h, fused)
 
 
@@ -34,7 +40,7 @@ def test_a_blocks_bytes_scale_exactly_with_the_batch_in_float32_and_under_autoca
     Plan(batch=8, bf16=True), Plan(batch=32, layers=2, d_model=128, heads=8, seq=32),
     Plan(batch=8, checkpoint=True, fused=True, micro_batches=2)], ids=str)
 def test_the_predicted_step_is_near_the_measured_one(plan):
-    predicted, measured = predict(plan), measure(plan)
+    predicted, measured = predict(plan, block_bytes), measure(plan, block_bytes)
     step = predicted["gradients"] + predicted["activations"] + predicted["temporaries"]
     assert measured is not None and 0.85 < step / measured["step"] < 1.3
     assert measured["parameters"] == 4 * plan.num_params == 4 * sum(
@@ -43,14 +49,14 @@ def test_the_predicted_step_is_near_the_measured_one(plan):
 
 
 def test_zero_divides_the_state_and_each_process_takes_its_share_of_the_batch():
-    one, four = predict(Plan(batch=64)), predict(Plan(batch=64, processes=4, zero_stage=3))
+    one, four = predict(Plan(batch=64), block_bytes), predict(Plan(batch=64, processes=4, zero_stage=3), block_bytes)
     for part in ("parameters", "momentum", "gradients"):
         assert four[part] == -(-one[part] // 4)
     assert four["activations"] < one["activations"] / 3.9
-    stage1 = predict(Plan(batch=64, processes=4, zero_stage=1))
+    stage1 = predict(Plan(batch=64, processes=4, zero_stage=1), block_bytes)
     assert stage1["momentum"] == four["momentum"] and stage1["gradients"] == one["gradients"]
-    assert measure(Plan(batch=64, processes=4)) is None          # several processes: not measured here
-    assert measure(Plan(batch=256, seq=1024)) is None            # too big to run at once
+    assert measure(Plan(batch=64, processes=4), block_bytes) is None          # several processes: not measured here
+    assert measure(Plan(batch=256, seq=1024), block_bytes) is None            # too big to run at once
 
 
 def test_bad_plans_are_refused():
@@ -63,9 +69,9 @@ def test_bad_plans_are_refused():
 
 
 def test_the_figure_and_the_widget_redraw():
-    picture = svg(predict(Plan(batch=4)), measure(Plan(batch=4)))
+    picture = svg(predict(Plan(batch=4), block_bytes), measure(Plan(batch=4), block_bytes))
     assert picture.startswith("<svg") and "predicted" in picture and "measured" in picture
-    box = planner(Plan(batch=4))
+    box = planner(Plan(batch=4), block_bytes)
     figure = box.children[-1]
     before = figure.value
     box.children[0].value = 2                                     # layers: 4 -> 2

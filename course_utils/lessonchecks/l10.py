@@ -51,8 +51,8 @@ def _block_mistakes(b, s, d, h, fused, want) -> dict:
         "LayerNorm's statistics are missing: each of the two saves a mean and a reciprocal standard deviation per "
         "position, 2 floats": want - 16 * b * s,
         "the block's input is missing: ln1 saves it (the first thing a block keeps)": want - 4 * b * s * d,
-        "the MLP's hidden activation was counted once: the GELU saves its input and the second Linear its output, "
-        "each 4 * d_model wide": want - 16 * b * s * d,
+        "the MLP's hidden activation was counted once: the GELU saves its input and the second Linear its input "
+        "(the GELU's output), each 4 * d_model wide": want - 16 * b * s * d,
         "the attention scores were counted once for all heads: there are num_heads (seq, seq) matrices per example":
             want - (0 if fused else scores - scores // h),
         "the attention scores were counted twice: the softmax saves its output; the scaling and the mask save no "
@@ -81,7 +81,7 @@ def _judge_block(got, want, cases):
         if type(value) is not int:
             _fail(f"{name} returned a {type(value).__name__}, expected an int (bytes are whole: use // or int())"
                   if type(value) in (float, bool) or isinstance(value, torch.Tensor) else
-                  f"{name} should return an int, got something else")
+                  f"{name} should return a Python int (convert it with int(...))")
         if value == w:
             continue
         b, s, d, h, fused = case
@@ -110,8 +110,9 @@ HEADROOM_MIB = 64     # the kernel's peak may exceed the reference solution's by
 class Momentum(torch.optim.SGD):
     """SGD with momentum 0.9 that counts its step() calls (the capstone's optimizer)."""
     steps = 0
+    LR = 0.1
 
-    def __init__(self, params, lr=0.1):
+    def __init__(self, params, lr=LR):
         super().__init__(params, lr=lr, momentum=0.9)
 
     def step(self, closure=None):
@@ -120,13 +121,22 @@ class Momentum(torch.optim.SGD):
 
 
 def capstone_inputs(config, batch: int, seed: int):
-    """(model, optimizer, idx, targets) of a case, the same wherever it is built: float32, on the CPU."""
+    """(model, optimizer, idx, targets) of a case, the same wherever it is built: float32, on the CPU. Each
+    parameter still holds the gradient a previous step left in .grad (stale_grads), as in a training loop."""
     vocab, d, h, layers, seq = config
     with torch.random.fork_rng():
         torch.manual_seed(seed)
         model = Transformer(vocab, d, h, layers, seq)
+    for p, g in zip(model.parameters(), stale_grads(model, seed)):
+        p.grad = g
     idx, targets = sequences(n=batch, seq_len=seq, vocab_size=vocab, seed=seed)
     return model, Momentum(model.parameters()), idx, targets
+
+
+def stale_grads(model, seed: int) -> list:
+    """The gradients a previous step left, one per parameter: small random numbers, the same for a seed."""
+    gen = torch.Generator().manual_seed(10_000 + seed)
+    return [0.01 * torch.randn(p.shape, generator=gen) for p in model.parameters()]
 
 
 def flat(model) -> torch.Tensor:
@@ -196,6 +206,11 @@ def _judge_case(g, w, case):
         _fail(f"{name}: the parameters changed in number or shape")
     error = float((update - want).norm() / want.norm())
     if error > UPDATE_RTOL:
+        model = capstone_inputs(config, 1, case[3])[0]
+        stale = torch.cat([g.reshape(-1).double() for g in stale_grads(model, case[3])])
+        if float((update - (want - Momentum.LR * stale)).norm() / want.norm()) < UPDATE_RTOL:
+            _fail(f"{name}: the update includes the gradients a previous step left in .grad: call "
+                  "optimizer.zero_grad() before the first micro-batch's backward")
         ratio = float(update @ want / (want @ want))
         k = round(ratio) if ratio >= 1 else -round(1 / ratio) if ratio > 0 else 0
         why = (f"the update is {k} times the plain step's: each micro-batch's loss must be divided by the number of "
