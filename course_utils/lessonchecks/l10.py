@@ -8,7 +8,7 @@ import math
 
 import torch
 
-from course_utils.checks import CheckFailed, check_tensor
+from course_utils.checks import CheckFailed
 from course_utils.data import sequences
 from course_utils.judging import Check, MALFORMED, memory_peaks, outcome, raised_name, results
 from course_utils.memory import SavedTensors
