@@ -96,7 +96,7 @@ def collect() -> None:
         pass
 
 
-def _statements(source: str) -> list[str]:
+def statements(source: str) -> list[str]:
     """A test cell's top-level statements, run one by one in the learner's worker: a visible
     check that fails must not keep the hidden test below it from running (its judge says more)."""
     import ast
@@ -185,7 +185,7 @@ def main(mode: str, fd: int) -> None:
         if cmd["op"] == "cell":
             session.gid, session.obs, session.problem = cmd.get("gid"), None, None
             exc = None
-            for part in _statements(cmd["source"]) if cmd.get("resilient") else [cmd["source"]]:
+            for part in statements(cmd["source"]) if cmd.get("resilient") else [cmd["source"]]:
                 result = shell.run_cell(part, store_history=True)
                 exc = exc or result.error_before_exec or result.error_in_exec
             answer = {"id": cmd["id"], "error": _error_name(exc), "obs": session.obs, "problem": session.problem}

@@ -73,8 +73,8 @@ def test_a_judge_that_breaks_on_a_strange_value_names_only_a_builtin_error(sessi
 
 def test_test_cells_run_statement_by_statement():
     source = "@dec\ndef f():\n    pass\nx = 1\nassert x == 2"
-    assert cellrunner._statements(source) == ["@dec\ndef f():\n    pass", "x = 1", "assert x == 2"]
-    assert cellrunner._statements("def (") == ["def ("]
+    assert cellrunner.statements(source) == ["@dec\ndef f():\n    pass", "x = 1", "assert x == 2"]
+    assert cellrunner.statements("def (") == ["def ("]
 
 
 def test_the_worker_process_answers_one_line_per_command():

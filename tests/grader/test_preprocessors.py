@@ -5,10 +5,12 @@ from solutions/ equals the committed notebooks/; a solved submission scores full
 stderr in graded cells; the untouched student notebook scores 0; the written answers (markdown cells
 graded by hand) reach the gradebook as the learner wrote them, "needs manual grade" once answered
 and 0 while they hold the stub, with the release's points whatever the submission's metadata says;
-each wrong answer in tests/mutants/
-loses points in its own test cell, and only there, with feedback that names the mistake
-(tests/mutants/LESSON.json; wrong answers to different exercises share a submission, and the second
-correct answers of tests/alternates/LESSON.json ride along in them where an exercise is left free).
+the wrong answers of tests/mutants/LESSON.json that the grader must grade itself (its cheats, the
+ones only its measured memory catches, and each exercise's first: course_utils.authoring.wronganswers)
+lose points in their own test cell, and only there, with feedback that names the mistake (wrong answers
+to different exercises share a submission, and the second correct answers of tests/alternates/LESSON.json
+ride along in them where an exercise is left free). Every other wrong answer is judged in one kernel
+per lesson (tests/authoring/test_wronganswers.py): a submission costs about 20 s, whatever its answers.
 """
 
 import html
@@ -25,7 +27,7 @@ from typing import NamedTuple
 import nbformat
 import pytest
 
-from course_utils.authoring import nbgrader_cli
+from course_utils.authoring import nbgrader_cli, wronganswers
 from course_utils.authoring.once import Once
 from course_utils.grader.capabilities import measures_memory
 from course_utils.grader.worker import Limits
@@ -35,27 +37,9 @@ LESSONS = nbgrader_cli.lessons(ROOT)
 GRADED = nbgrader_cli.lessons(ROOT, graded=True)  # 00-start-here is released but has no exercises
 
 
-def mutants(name: str) -> list[dict]:
-    """Wrong answers a learner could plausibly write, from tests/mutants/NAME.json: each names the
-    submission (student), the solution cell, a text in its solution, the replacement, words the
-    feedback must contain.
-    A cheat gives its whole answer ("source") instead of old/new; "needs": "memory" marks one that
-    only the grader's kernel-measured peak memory catches (grading as root with a memory cgroup)."""
-    path = ROOT / "tests" / "mutants" / f"{name}.json"
-    return json.loads(path.read_text()) if path.exists() else []
-
-
-MUTANTS = {name: mutants(name) for name in GRADED}
-
-
-def alternates(name: str) -> list[dict]:
-    """Second, differently written correct answers, from tests/alternates/NAME.json: each names the
-    solution cell ("cell"), its whole new source ("source") and how it differs ("note")."""
-    path = ROOT / "tests" / "alternates" / f"{name}.json"
-    return json.loads(path.read_text()) if path.exists() else []
-
-
-ALTERNATES = {name: alternates(name) for name in GRADED}
+MUTANTS = {name: wronganswers.load(ROOT, "mutants", name) for name in GRADED}        # every wrong answer
+GRADED_MUTANTS = {name: wronganswers.through_grader(MUTANTS[name]) for name in GRADED}   # those graded here
+ALTERNATES = {name: wronganswers.load(ROOT, "alternates", name) for name in GRADED}
 
 
 def alternate_rounds(alts: list[dict]) -> list[list[dict]]:
@@ -149,7 +133,7 @@ def two_at_a_time(work, names: list[str]) -> list:
 
 def submissions(name: str) -> int:
     """How many submissions grade_lesson makes for a lesson: its share of the grading work."""
-    rounds = nbgrader_cli.mutant_rounds(MUTANTS[name])
+    rounds = nbgrader_cli.mutant_rounds(GRADED_MUTANTS[name])
     return 2 + len(rounds) + len(placed_alternates(rounds, ALTERNATES[name], exercise_functions(name))[1])
 
 
@@ -193,13 +177,13 @@ FORGED = "mutants0"   # the submission whose written answers are forged (forge_w
 
 
 def grade_lesson(where, name) -> Graded:
-    """Submit the solved and untouched notebooks and the mutant rounds of one lesson (with the second
+    """Submit the solved and untouched notebooks and the rounds of the wrong answers graded here (with the second
     correct answers placed in them, or in rounds of their own: placed_alternates), autograde them,
     generate feedback. The first mutant round also forges its written answers."""
     solved = nbgrader_cli.solved(where, name)
     nbgrader_cli.submit(where, "solved", name, solved)
     nbgrader_cli.submit(where, "untouched", name, nbgrader_cli.untouched(where, name))
-    rounds = nbgrader_cli.mutant_rounds(MUTANTS[name])
+    rounds = nbgrader_cli.mutant_rounds(GRADED_MUTANTS[name])
     placed, own = placed_alternates(rounds, ALTERNATES[name], exercise_functions(name))
     alternates = {}
     for student, group, alts in [*((f"mutants{r}", g, placed[r]) for r, g in enumerate(rounds)),
@@ -346,8 +330,8 @@ def test_second_correct_solution_scores_full_marks(graded, name):
     assert not wrong, f"the second correct answers of {name} lost points: {wrong}"
 
 
-@pytest.mark.parametrize("name, mutant", [(n, m) for n in GRADED for m in MUTANTS[n]],
-                         ids=[f"{n}-{m['student']}" for n in GRADED for m in MUTANTS[n]])
+@pytest.mark.parametrize("name, mutant", [(n, m) for n in GRADED for m in GRADED_MUTANTS[n]],
+                         ids=[f"{n}-{m['student']}" for n in GRADED for m in GRADED_MUTANTS[n]])
 def test_wrong_answer_loses_points_and_feedback_names_the_mistake(graded, course, name, mutant):
     if mutant.get("needs") == "memory" and not measures_memory():
         pytest.skip("only the kernel-measured peak memory catches this cheat: grade as root with a memory cgroup")
