@@ -31,6 +31,8 @@ import nbformat
 # Run in the kernel first: a hidden test's judge reads what the grader's judge would receive (the
 # probe's results encoded, sent as JSON and decoded) and its verdict is kept, as the grader keeps it,
 # whatever the visible test above it did; the probe's own exception fails the cell, as in the grader.
+# The expected values of a test cell are computed once, when the instructor's notebook runs, and every
+# answer is judged against them, as the grader's reference run computes them once for a whole class.
 WIRE = """
 import json as _json
 from course_utils import judging as _judging
@@ -39,11 +41,16 @@ from course_utils.grader import protocol as _protocol
 class _Wire:
     judged_peaks = None    # no kernel-measured memory here: judges that need it are graded through nbgrader
     verdict = None         # None: no hidden test judged; "": passed; else the judge's message
+    cell = None            # the grade id of the test cell that runs
+    wants = {}             # grade id -> its expected values
 
     def grade(self, probe, expect, judge):
         got = _protocol.decode(_protocol.loads(_json.dumps(_protocol.encode(_judging.run_probe(probe)))))
+        want = self.wants[self.cell] if self.cell in self.wants else _judging.run_expect(expect)
+        if self.cell is not None:
+            self.wants[self.cell] = want
         try:
-            judge(got, _judging.run_expect(expect))
+            judge(got, want)
             self.verdict = ""
         except AssertionError as e:
             self.verdict = str(e) or type(e).__name__
@@ -135,11 +142,12 @@ def judge_in_kernel(notebook: Path, answers: list[dict], cell_seconds: float = 6
             return cell
 
         def verdict():
-            cell = run("print(_json.dumps(_wire.verdict)); _wire.verdict = None")
+            cell = run("print(_json.dumps(_wire.verdict)); _wire.verdict = _wire.cell = None")
             return json.loads("".join(o.text for o in cell.outputs if o.output_type == "stream"))
 
         run(WIRE)
         for i, cell in enumerate(lesson.cells):
+            run(f"_wire.cell = {cell.gid if cell.kind == 'test' else None!r}")
             if _error(ran := run(cell.source, i)):
                 raise RuntimeError(f"{notebook.name}: cell {i} of the instructor's notebook failed: {_error(ran)}")
         verdict()
@@ -152,6 +160,7 @@ def judge_in_kernel(notebook: Path, answers: list[dict], cell_seconds: float = 6
             if _error(defined):
                 results.append(Judged(answer, None, f"{_error(defined)} in the answer cell"))
             else:
+                run(f"_wire.cell = {gid + '_test'!r}")
                 errors = [_error(run(part, by_id[f"{gid}_test"])) for part in statements(test)]
                 said = verdict()
                 results.append(Judged(answer, None if said is None else feedback.redact(said, hidden) if said else "",

@@ -160,10 +160,10 @@ def _storage(t: torch.Tensor) -> int:
     return t.untyped_storage().data_ptr()
 
 
-def _created(call, given: torch.Tensor):
+def _created(call, given: torch.Tensor | None):
     """(call(), [[dtype, bytes] of each storage its aten operations made that is still alive after it], their
-    weak references): what pack keeps, however it holds it (a tuple, an object, a closure); `given`'s own
-    storage (its views) is not new."""
+    weak references): what pack keeps, however it holds it (a tuple, an object, a closure), or what unpack
+    makes; `given`'s own storage (its views) is not new."""
     made = {}
 
     def record(name, inputs, outputs):
@@ -172,7 +172,7 @@ def _created(call, given: torch.Tensor):
                 ref = StorageWeakRef(t.untyped_storage())
                 made.setdefault(ref.cdata, (str(t.dtype).removeprefix("torch."), ref, t.untyped_storage().nbytes()))
 
-    mine = StorageWeakRef(given.untyped_storage()).cdata
+    mine = StorageWeakRef(given.untyped_storage()).cdata if given is not None else None
     with _Recorder(record):
         result = call()
     kept = [(dtype, ref, nbytes) for key, (dtype, ref, nbytes) in made.items() if key != mine and not ref.expired()]
@@ -193,6 +193,7 @@ def _probe_hooks_case(fn, sizes, batch, dtype, seed) -> dict:
     user_pack, user_unpack = hooks
     kept = {_storage(t) for t in keep}
     saved, refs = [], []   # a record per pack call; (the original's storage, pack's new storages), weakly
+    unpacked = []          # the storages each unpack call made (what it gave the backward), weakly
 
     def pack(t):
         record = {"dtype": str(t.dtype).removeprefix("torch."), "shape": list(t.shape), "kept": _storage(t) in kept,
@@ -209,10 +210,11 @@ def _probe_hooks_case(fn, sizes, batch, dtype, seed) -> dict:
     def unpack(packed):
         i, stored = packed
         try:
-            t = user_unpack(stored)
+            t, _, made = _created(lambda: user_unpack(stored), None)
         except Exception as e:  # noqa: BLE001
             saved[i]["unpack_raised"] = tuple(c.__name__ for c in type(e).__mro__)
             raise
+        unpacked.append((i, made))
         saved[i]["unpacked"] = t.detach().clone() if isinstance(t, torch.Tensor) else name_of(type(t).__name__)
         return t
 
@@ -225,6 +227,8 @@ def _probe_hooks_case(fn, sizes, batch, dtype, seed) -> dict:
         del loss   # the graph goes, and with it what pack stored
         for record, (_, made) in zip(saved, refs):
             record["copies_freed"] = all(ref.expired() for ref in made)
+        for i, made in unpacked:   # the backward used what unpack gave it, and let it go
+            saved[i]["unpacked_freed"] = saved[i].get("unpacked_freed", True) and all(ref.expired() for ref in made)
 
     ran = outcome(step)
     return {"made": "ok", "ran": {"raised": ran["raised"]} if "raised" in ran else "ok", "saved": saved}
@@ -268,6 +272,10 @@ def _judge_saved(where, i, r) -> None:
                              "from pack, and autograd frees it with the graph")
     if "unpack_raised" in r:
         raise AssertionError(f"{what}: unpack raised {raised_name(tuple(r['unpack_raised']))}")
+    if r.get("unpacked_freed") is False:
+        raise AssertionError(f"{what}: what unpack gave back is still alive after the backward pass: the hooks keep "
+                             "it themselves (a cache of the float32 copies), so the memory the bfloat16 copies saved "
+                             "comes back; return a new tensor each call, and the backward frees it once used")
     if "unpacked" not in r:
         return   # the backward never asked for it (it stopped earlier: reported by the caller)
     got = r["unpacked"]

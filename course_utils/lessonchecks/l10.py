@@ -178,6 +178,18 @@ def _case_name(config, batch, budget_mib):
             f"{batch} and a budget of {budget_mib} MiB")
 
 
+def _most_off(model, update, want) -> str:
+    """Where an update differs most from the plain step's: the parameter with the largest relative difference."""
+    worst, where, start = -1.0, "", 0
+    for pname, p in model.named_parameters():
+        u, v = update[start:start + p.numel()], want[start:start + p.numel()]
+        start += p.numel()
+        off = float((u - v).norm() / v.norm()) if float(v.norm()) > 0 else float((u - v).norm() > 0)
+        if off > worst:
+            worst, where = off, pname
+    return f"most in {where}, {100 * worst:.1f} % off"
+
+
 def _judge_case(g, w, case):
     config, batch, budget_mib, _ = case
     name = _case_name(config, batch, budget_mib)
@@ -219,7 +231,7 @@ def _judge_case(g, w, case):
                "than once, or only some micro-batches' gradients were kept" if k <= -2 and abs(1 / ratio + k) < 0.05 * -k
                else "is every micro-batch's gradient accumulated (no zero_grad between them), and the whole batch used?")
         _fail(f"{name}: the parameter update differs from the plain full-batch step's by {100 * error:.1f} % (at most "
-              f"{100 * UPDATE_RTOL:.0f} % is allowed): {why}")
+              f"{100 * UPDATE_RTOL:.0f} % is allowed; {_most_off(model, update, want)}): {why}")
     value = g["value"]
     if type(value) is not float:
         _fail(f"{name} should return the batch's loss as a Python float (loss.item()), got a {type(value).__name__}")
