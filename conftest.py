@@ -44,10 +44,11 @@ FIRST = ("tests/grader/test_preprocessors.py", "other-users", "tests/grader/test
 
 def pytest_configure(config):
     if hasattr(config, "workerinput"):
-        share = (os.cpu_count() or 1) // int(config.workerinput.get("workercount", 1))
-        os.environ.setdefault("OMP_NUM_THREADS", str(max(1, share)))
-        if "torch" in sys.modules and os.environ["OMP_NUM_THREADS"].isdigit():   # imported by a plugin: read already
-            sys.modules["torch"].set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        os.environ.setdefault("OMP_NUM_THREADS", str(max(1, cores // int(config.workerinput.get("workercount", 1)))))
+        said = os.environ["OMP_NUM_THREADS"]
+        if "torch" in sys.modules and said.isdigit() and int(said) > 0:   # imported by a plugin: read already
+            sys.modules["torch"].set_num_threads(int(said))
 
 
 def group_of(nodeid: str) -> str:

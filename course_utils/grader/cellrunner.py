@@ -217,12 +217,14 @@ def judge(session: Session, gid: str, data, peak: int | None = None, reference_p
     measured = type(peak) is int and type(reference_peak) is int
     session.judged_peaks = (peak, reference_peak) if measured else None
     try:
-        return _judge(judge_fn, data, want)
+        return judge_observation(judge_fn, data, want)
     finally:
         session.judged_peaks = None
 
 
-def _judge(judge_fn, data, want) -> dict:
+def judge_observation(judge_fn, data, want) -> dict:
+    """A learner's observation (the wire's data) judged against want: {"ok", "message"}, the message scrubbed.
+    The reference worker's judging, and course_utils.authoring.wronganswers' in one kernel."""
     try:
         got = protocol.decode(data)
     except Exception as e:  # noqa: BLE001 - whatever the learner's process sent, this process goes on judging

@@ -7,6 +7,7 @@ Linear/GELU network's forward and backward under the learner's hooks; sharded_sg
 test's literals, or the hidden test's expect()).
 """
 
+import gc
 import math
 
 import torch
@@ -167,8 +168,10 @@ def _created(call, given: torch.Tensor | None):
     made = {}
 
     def record(name, inputs, outputs):
+        ins = {StorageWeakRef(t.untyped_storage()).cdata for t in tree_leaves(inputs)
+               if isinstance(t, torch.Tensor) and t.layout == torch.strided}   # a view or in-place result is not new
         for t in tree_leaves(outputs):
-            if isinstance(t, torch.Tensor) and t.layout == torch.strided:
+            if isinstance(t, torch.Tensor) and t.layout == torch.strided and StorageWeakRef(t.untyped_storage()).cdata not in ins:
                 ref = StorageWeakRef(t.untyped_storage())
                 made.setdefault(ref.cdata, (str(t.dtype).removeprefix("torch."), ref, t.untyped_storage().nbytes()))
 
@@ -225,6 +228,7 @@ def _probe_hooks_case(fn, sizes, batch, dtype, seed) -> dict:
             record["original_freed"] = original.expired()
         loss.backward()
         del loss   # the graph goes, and with it what pack stored
+        gc.collect()
         for record, (_, made) in zip(saved, refs):
             record["copies_freed"] = all(ref.expired() for ref in made)
         for i, made in unpacked:   # the backward used what unpack gave it, and let it go

@@ -185,7 +185,9 @@ def _most_off(model, update, want) -> str:
         u, v = update[start:start + p.numel()], want[start:start + p.numel()]
         start += p.numel()
         off = float((u - v).norm() / v.norm()) if float(v.norm()) > 0 else float((u - v).norm() > 0)
-        if off > worst:
+        if off > worst or math.isnan(off):   # a nan is the most off
+            if math.isnan(worst):
+                continue
             worst, where = off, pname
     return f"most in {where}, {100 * worst:.1f} % off"
 
@@ -217,7 +219,7 @@ def _judge_case(g, w, case):
     if type(update) is not torch.Tensor or update.shape != want.shape:
         _fail(f"{name}: the parameters changed in number or shape")
     error = float((update - want).norm() / want.norm())
-    if error > UPDATE_RTOL:
+    if not error <= UPDATE_RTOL:   # a nan update too
         model = capstone_inputs(config, 1, case[3])[0]
         stale = torch.cat([g.reshape(-1).double() for g in stale_grads(model, case[3])])
         if float((update - (want - Momentum.LR * stale)).norm() / want.norm()) < UPDATE_RTOL:

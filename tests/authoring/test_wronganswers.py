@@ -5,27 +5,28 @@ words in tests/mutants/LESSON.json), a second correct answer's passes. tests/gra
 grades the cheats, the memory cheats and each exercise's first wrong answer through nbgrader.
 """
 
-from functools import cache
 from pathlib import Path
 
 import nbformat
 import pytest
 
 from course_utils.authoring import nbgrader_cli
+from course_utils.authoring.once import Once
 from course_utils.authoring.wronganswers import in_kernel, judge_in_kernel, load, through_grader
 
 ROOT = Path(__file__).resolve().parents[2]
 GRADED = nbgrader_cli.lessons(ROOT, graded=True)
 
 
-def test_the_grader_grades_cheats_memory_cheats_and_each_exercises_first_wrong_answer():
-    mutants = [{"student": "a1", "cell": "a", "old": "x", "new": "y"},
+def test_the_grader_grades_cheats_memory_cheats_and_each_exercises_first_plain_wrong_answer():
+    mutants = [{"student": "a_cheat_first", "cell": "a", "source": "def f(): pass"},
+               {"student": "a1", "cell": "a", "old": "x", "new": "y"},
                {"student": "b1", "cell": "b", "old": "x", "new": "y"},
                {"student": "a2", "cell": "a", "old": "x", "new": "z"},
                {"student": "a_cheat", "cell": "a", "source": "def f(): pass"},
                {"student": "b_memory", "cell": "b", "old": "x", "new": "w", "needs": "memory"},
                {"student": "b2", "cell": "b", "old": "x", "new": "v"}]
-    assert [m["student"] for m in through_grader(mutants)] == ["a1", "b1", "a_cheat", "b_memory"]
+    assert [m["student"] for m in through_grader(mutants)] == ["a_cheat_first", "a1", "b1", "a_cheat", "b_memory"]
     assert [m["student"] for m in in_kernel(mutants)] == ["a1", "b1", "a2", "b2"]
     twins = [{"student": "same", "cell": "a", "old": "x", "new": "y"}, {"student": "same", "cell": "a", "old": "x", "new": "y"}]
     assert through_grader(twins) == twins[:1]   # by position, not by equal contents
@@ -78,6 +79,22 @@ def test_one_kernel_judges_as_the_grader_would(tiny):
     assert got[3].verdict == "" and got[3].error == ""
 
 
+def test_an_answer_that_hangs_is_its_own_outcome_and_a_fresh_kernel_judges_the_next(tiny):
+    answers = [{"cell": "t_double", "old": "return 2.0 * x", "new": "import time\n    time.sleep(60)\n    return 2.0 * x"},
+               {"cell": "t_double", "old": "2.0 * x", "new": "3.0 * x"}]
+    got = judge_in_kernel(tiny, answers, cell_seconds=3)
+    assert got[0].verdict is None and "KeyboardInterrupt" in got[0].error   # interrupted at cell_seconds
+    assert got[1].verdict == "double gave [4.5, 0.0], expected [3.0, 0.0]"
+
+
+def test_an_instructor_whose_hidden_test_fails_its_own_judge_is_an_error(tiny, tmp_path):
+    nb = nbformat.read(tiny, as_version=4)
+    nb.cells[2].source = nb.cells[2].source.replace("return [3.0, 0.0]", "return [3.0, 1.0]")
+    nbformat.write(nb, broken := tmp_path / "99-tiny.ipynb")
+    with pytest.raises(RuntimeError, match="fails its own judge: double gave"):
+        judge_in_kernel(broken, [{"cell": "t_double", "old": "2.0", "new": "3.0"}])
+
+
 def test_an_answer_whose_text_is_not_in_the_solution_is_an_error(tiny):
     with pytest.raises(RuntimeError, match="does not contain 'return 4'"):
         judge_in_kernel(tiny, [{"cell": "t_double", "old": "return 4", "new": "return 5"}])
@@ -85,14 +102,16 @@ def test_an_answer_whose_text_is_not_in_the_solution_is_an_error(tiny):
         judge_in_kernel(tiny, [{"cell": "t_triple", "source": "pass"}])
 
 
-@cache
-def judged(name: str) -> dict:
+def _judged(name: str) -> dict:
     """{"mutants": [Judged], "alternates": [Judged]} of one lesson, in one kernel."""
     mutants, alternates = in_kernel(load(ROOT, "mutants", name)), load(ROOT, "alternates", name)
     # one thread: another test file runs beside this one (conftest.py), and spinning threads on busy cores
     # made lesson 10's judging five times slower (420 s against 87 s alone)
     results = judge_in_kernel(nbgrader_cli.notebook_path(ROOT, "solutions", name), mutants + alternates, threads=1)
     return {"mutants": results[:len(mutants)], "alternates": results[len(mutants):]}
+
+
+judged = Once("judging the wrong and second answers of", _judged)   # a failure once in full, then named
 
 
 def _cases(kind: str):
