@@ -161,10 +161,10 @@ def _storage(t: torch.Tensor) -> int:
     return t.untyped_storage().data_ptr()
 
 
-def _created(call, given: torch.Tensor | None):
+def _created(call):
     """(call(), [[dtype, bytes] of each storage its aten operations made that is still alive after it], their
     weak references): what pack keeps, however it holds it (a tuple, an object, a closure), or what unpack
-    makes; `given`'s own storage (its views) is not new."""
+    makes. A view or an in-place result shares an input's storage: not new."""
     made = {}
 
     def record(name, inputs, outputs):
@@ -175,10 +175,9 @@ def _created(call, given: torch.Tensor | None):
                 ref = StorageWeakRef(t.untyped_storage())
                 made.setdefault(ref.cdata, (str(t.dtype).removeprefix("torch."), ref, t.untyped_storage().nbytes()))
 
-    mine = StorageWeakRef(given.untyped_storage()).cdata if given is not None else None
     with _Recorder(record):
         result = call()
-    kept = [(dtype, ref, nbytes) for key, (dtype, ref, nbytes) in made.items() if key != mine and not ref.expired()]
+    kept = [(dtype, ref, nbytes) for dtype, ref, nbytes in made.values() if not ref.expired()]
     return result, [[dtype, nbytes] for dtype, _, nbytes in kept], [ref for _, ref, _ in kept]
 
 
@@ -203,7 +202,7 @@ def _probe_hooks_case(fn, sizes, batch, dtype, seed) -> dict:
                   "original": t.detach().clone()}
         saved.append(record)
         try:
-            stored, record["stored"], made = _created(lambda: user_pack(t), t)
+            stored, record["stored"], made = _created(lambda: user_pack(t))
         except Exception as e:  # noqa: BLE001 - what pack raised is the observation
             record["pack_raised"] = tuple(c.__name__ for c in type(e).__mro__)
             raise
@@ -213,7 +212,7 @@ def _probe_hooks_case(fn, sizes, batch, dtype, seed) -> dict:
     def unpack(packed):
         i, stored = packed
         try:
-            t, _, made = _created(lambda: user_unpack(stored), None)
+            t, _, made = _created(lambda: user_unpack(stored))
         except Exception as e:  # noqa: BLE001
             saved[i]["unpack_raised"] = tuple(c.__name__ for c in type(e).__mro__)
             raise
