@@ -120,16 +120,31 @@ class Momentum(torch.optim.SGD):
         return super().step(closure)
 
 
+HEAD_SCALE = 5        # the capstone's model predicts with some confidence: its head's weights 5 times their initial scale
+
+
 def capstone_inputs(config, batch: int, seed: int):
     """(model, optimizer, idx, targets) of a case, the same wherever it is built: float32, on the CPU. Each
-    parameter still holds the gradient a previous step left in .grad (stale_grads), as in a training loop."""
+    parameter still holds the gradient a previous step left in .grad (stale_grads), as in a training loop.
+    As in a real batch, its sequences' losses differ: the model predicts with some confidence (HEAD_SCALE), and
+    the later a sequence is in the batch, the more of its targets are what the model predicts (sequence i of
+    B: each target with probability i / (B - 1)). In the lesson's cases the first half of a batch has a mean
+    loss of about 4.0 and the second about 3.0, so a step that returns one micro-batch's loss, or weighs them
+    wrongly, shows; autocast to bfloat16 still updates within 1 % of the float32 step."""
     vocab, d, h, layers, seq = config
     with torch.random.fork_rng():
         torch.manual_seed(seed)
         model = Transformer(vocab, d, h, layers, seq)
+    idx, targets = sequences(n=batch, seq_len=seq, vocab_size=vocab, seed=seed)
+    with torch.no_grad():
+        model.head.weight.mul_(HEAD_SCALE)
+        predicted = model(idx).argmax(dim=-1)                                   # (B, seq)
+    share = torch.arange(batch, dtype=torch.float64) / max(batch - 1, 1)        # (B,): 0 first, 1 last
+    gen = torch.Generator().manual_seed(20_000 + seed)
+    agree = torch.rand(targets.shape, generator=gen, dtype=torch.float64) < share[:, None]
+    targets = torch.where(agree, predicted, targets)                            # (B, seq)
     for p, g in zip(model.parameters(), stale_grads(model, seed)):
         p.grad = g
-    idx, targets = sequences(n=batch, seq_len=seq, vocab_size=vocab, seed=seed)
     return model, Momentum(model.parameters()), idx, targets
 
 
