@@ -154,3 +154,30 @@ def test_each_case_of_a_group_starts_from_torchs_defaults(launches, notebook_fun
     found = run_cases(l08._dp_worker, average(notebook_function, "float64"), cases, "average_gradients")
     l08.AVERAGE_GRADIENTS.judge(found, one_process(cases), cases)
     assert launches == [2]
+
+
+def test_the_capstones_batches_have_losses_that_differ_and_are_the_same_wherever_built():
+    """lessonchecks.l10.capstone_inputs: the same case twice is the same model, gradients and batch; the first
+    half of its batch has a clearly higher mean loss than the second (so returning one micro-batch's loss
+    fails the 2 % check), and a bfloat16-autocast step still updates within 1 % of the float32 step."""
+    from course_utils.lessonchecks import l10
+
+    config, batch, seed = (64, 32, 4, 2, 64), 16, 5
+    (m1, _, x1, y1), (m2, _, x2, y2) = l10.capstone_inputs(config, batch, seed), l10.capstone_inputs(config, batch, seed)
+    assert torch.equal(l10.flat(m1), l10.flat(m2)) and torch.equal(x1, x2) and torch.equal(y1, y2)
+    assert all(torch.equal(a.grad, b.grad) for a, b in zip(m1.parameters(), m2.parameters()))
+    with torch.no_grad():
+        first, second = (float(m1.loss(m1(x), y)) for x, y in zip(x1.chunk(2), y1.chunk(2)))
+        whole = float(m1.loss(m1(x1), y1))
+    assert first > 1.2 * second, (first, second)
+    assert abs(second - whole) / whole > 5 * l10.UPDATE_RTOL, (second, whole)
+
+    want = l10.plain_step_measured(config, batch, seed)["update"]
+    model, optimizer, idx, targets = l10.capstone_inputs(config, batch, seed)
+    before = l10.flat(model)
+    optimizer.zero_grad()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        loss = model.loss(model(idx), targets)
+    loss.backward()
+    optimizer.step()
+    assert float((l10.flat(model) - before - want).norm() / want.norm()) < l10.UPDATE_RTOL / 2
