@@ -207,6 +207,8 @@ class TensorAllocations:
     - live_bytes: int, bytes of the counted storages alive now (after the last operation)
     - peak_bytes: int, the most bytes they held at once
     - timeline: list of (str, int): (operation name, live_bytes right after it), one per operation
+    - at_peak: dict {operation name: bytes}, the storages alive at the (first) peak by the operation that
+      created each, largest first; its values sum to peak_bytes (which tensors hold the peak)
     """
 
     def __init__(self, device: torch.device | str = "cpu"):
@@ -216,11 +218,12 @@ class TensorAllocations:
         self.live_bytes = 0
         self.peak_bytes = 0
         self.timeline: list[tuple[str, int]] = []
-        self._live: dict[int, tuple] = {}  # storage key -> (weak reference, bytes)
+        self._live: dict[int, tuple] = {}  # storage key -> (weak reference, bytes, the operation that made it)
+        self._at_peak: list[tuple[str, int]] = []   # (operation, bytes) of each storage alive at the peak
         self._mode = None
 
     def _drop_freed(self) -> None:
-        for key in [k for k, (ref, _) in self._live.items() if ref.expired()]:
+        for key in [k for k, (ref, *_) in self._live.items() if ref.expired()]:
             self.live_bytes -= self._live.pop(key)[1]
 
     def _record(self, name: str, inputs, outputs) -> None:
@@ -234,10 +237,19 @@ class TensorAllocations:
             ref = StorageWeakRef(t.untyped_storage())
             if ref.cdata not in seen and ref.cdata not in self._live:
                 nbytes = t.untyped_storage().nbytes()
-                self._live[ref.cdata] = (ref, nbytes)
+                self._live[ref.cdata] = (ref, nbytes, name)
                 self.live_bytes += nbytes
-        self.peak_bytes = max(self.peak_bytes, self.live_bytes)
+        if self.live_bytes > self.peak_bytes:
+            self.peak_bytes = self.live_bytes
+            self._at_peak = [(made_by, nbytes) for _, nbytes, made_by in self._live.values()]
         self.timeline.append((name, self.live_bytes))
+
+    @property
+    def at_peak(self) -> dict[str, int]:
+        by_op: dict[str, int] = {}
+        for name, nbytes in self._at_peak:
+            by_op[name] = by_op.get(name, 0) + nbytes
+        return dict(sorted(by_op.items(), key=lambda item: -item[1]))
 
     def __enter__(self) -> "TensorAllocations":
         self._mode = _Recorder(self._record)

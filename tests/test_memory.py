@@ -132,6 +132,25 @@ def test_allocations_follow_creation_and_freeing_and_skip_views():
     assert "peak 7.8 KiB" in repr(mem)
 
 
+def test_at_peak_says_which_operations_made_what_is_alive_at_the_first_peak():
+    with TensorAllocations() as mem:
+        a = torch.ones(1000)                  # 4000 bytes
+        b = a.exp()                           # 4000: 8000 alive
+        c = a * 2                             # 4000: 12000, the peak
+        del a, b, c
+        d = torch.zeros(3000)                 # 12000 again, made by one operation: not higher, the first peak stays
+        del d
+    assert mem.at_peak == {"ones.default": 4000, "exp.default": 4000, "mul.Tensor": 4000}
+    assert sum(mem.at_peak.values()) == mem.peak_bytes == 12000
+    with TensorAllocations() as mem:
+        a = torch.ones(100)                   # 400
+        b = torch.ones(1000).exp()            # ones 4000 then exp 4000: 8400, the peak; then the ones is freed
+        del b
+        c = torch.zeros(1500)                 # 6000 with a: lower, the peak's list stays
+    assert mem.at_peak == {"ones.default": 4400, "exp.default": 4000}, mem.at_peak
+    assert list(mem.at_peak) == ["ones.default", "exp.default"]   # largest first
+
+
 def test_tensors_made_before_are_not_counted_and_other_devices_are_skipped():
     x = torch.randn(100, 10)
     with TensorAllocations() as mem:
