@@ -13,7 +13,10 @@ SavedTensors on one block with one and with two sequences, scaled to the micro-b
 batch; the mask and autocast's copies of the weights are the constant part). The model is SGD with
 momentum as in lesson 10: the state is the parameters and the momentum; a step adds the gradients, the saved
 activations and, at its peak, one block's attention scores as temporaries. ZeRO over N processes divides the
-momentum (stage 1), the gradients (stage 2) and the parameters (stage 3) by N, and each process takes batch / N.
+momentum (stage 1), the gradients (stage 2) and the parameters (stage 3) by N, and each process takes batch / N;
+what is sharded must still be whole where it is used, as FSDP does it with each block its own unit: stage 3
+gathers one block's parameters in full while the block runs, and stages 2 and 3 hold one block's full gradients
+until they are reduce-scattered; both are counted as temporaries.
 """
 
 import functools
@@ -102,8 +105,10 @@ def predict(plan: Plan, block_bytes) -> dict:
     else:
         saved = plan.layers * saved_by_block(plan, b, block_bytes) + head
     scores = 0 if plan.fused else (2 if plan.bf16 else 4) * b * plan.heads * s * s
+    block = 4 * (12 * d * d + 13 * d)                     # one Block's parameters (or their gradients), float32
+    whole = block * ((plan.zero_stage >= 2) + (plan.zero_stage == 3)) if n > 1 else 0   # gathered, not yet scattered
     return {"parameters": shard(3), "momentum": shard(1), "gradients": shard(2), "activations": saved,
-            "temporaries": scores}
+            "temporaries": scores + whole}
 
 
 def training_step(plan: Plan):

@@ -55,6 +55,14 @@ def test_zero_divides_the_state_and_each_process_takes_its_share_of_the_batch():
     assert four["activations"] < one["activations"] / 3.9
     stage1 = predict(Plan(batch=64, processes=4, zero_stage=1), block_bytes)
     assert stage1["momentum"] == four["momentum"] and stage1["gradients"] == one["gradients"]
+    # what is sharded is whole where it is used: stage 3 gathers one block's parameters while it runs, stages 2
+    # and 3 hold one block's gradients until they are reduce-scattered (FSDP, each block its own unit)
+    stage2 = predict(Plan(batch=64, processes=4, zero_stage=2), block_bytes)
+    block = 4 * sum(p.numel() for p in Block(64, 4).parameters())
+    quarter = predict(Plan(batch=16), block_bytes)["temporaries"]      # one process's own batch alone
+    assert (stage1["temporaries"], stage2["temporaries"], four["temporaries"]) == (quarter, quarter + block,
+                                                                                    quarter + 2 * block)
+    assert predict(Plan(batch=64, zero_stage=3), block_bytes)["temporaries"] == one["temporaries"]   # one process
     assert measure(Plan(batch=64, processes=4), block_bytes) is None          # several processes: not measured here
     assert measure(Plan(batch=256, seq=1024), block_bytes) is None            # too big to run at once
 
