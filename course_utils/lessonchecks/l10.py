@@ -260,7 +260,8 @@ def _judge_case(g, w, case):
               f"more than {FLOP_FACTOR}: recompute each block at most once")
     if g["calls"] > CALL_FACTOR * w["calls"]:
         _fail(f"{name}: your step made {g['calls'] / w['calls']:.1f} times the plain step's operator calls, more than "
-              f"{CALL_FACTOR} (each costs time whatever its size): use fewer, larger micro-batches, the largest that fit")
+              f"{CALL_FACTOR} (each costs time whatever its size): use fewer, larger micro-batches, the largest that fit; "
+              "checkpointing each block lets larger ones fit")
 
 
 def _judge_fit(got, want, cases):
