@@ -102,6 +102,7 @@ BLOCK_ACTIVATION_BYTES = Check("block_activation_bytes", _probe_block, _judge_bl
 # (plain_step_measured), or None in the visible test, where the judge measures it.
 
 FLOP_FACTOR = 1.5     # at most this many times the plain step's floating-point operations (one recomputation)
+FLOP_FLOOR = 0.9      # at least this many: every fitting step does the plain step's work (1.00 x, fused attention 1.04 x)
 CALL_FACTOR = 8       # at most this many times its operator calls: the cost of many small micro-batches
 UPDATE_RTOL = 0.02    # the update within 2 % of the plain step's (norm of the difference over the norm)
 HEADROOM_MIB = 64     # the kernel's peak may exceed the reference solution's by less than this
@@ -226,6 +227,10 @@ def _judge_case(g, w, case):
               "(accumulate the micro-batches' gradients, then step)")
     peak, budget = g["peak"], budget_mib * MIB
     assert type(peak) is int and type(g["flops"]) is int and type(g["calls"]) is int, f"{name}: {MALFORMED}"
+    if g["flops"] < FLOP_FLOOR * w["flops"]:
+        _fail(f"{name}: the course's counters saw {g['flops'] / w['flops']:.2f} times the plain step's floating-point "
+              f"operations, less than {FLOP_FLOOR}: the whole batch's forward and backward must run where "
+              "measured_step sees them (work hidden from torch's dispatch cannot be shown to fit)")
     if peak > budget:
         _fail(f"{name}: the peak of your step was {peak / MIB:.1f} MiB, {(peak - budget) / MIB:.1f} MiB over the "
               f"budget (the plain step peaks at {w['peak'] / MIB:.1f} MiB): split the batch into more micro-batches, "
