@@ -391,3 +391,24 @@ def test_transformer_bad_input():
         model(torch.zeros(1, 3))
     with pytest.raises(ValueError, match="num_layers must be a positive int, got 0"):
         Transformer(8, 8, 2, 0, 4)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("fused", [False, True], ids=["scores", "fused"])
+def test_transformer_on_cuda_agrees_with_the_cpu(fused):
+    """Lesson 10's model is the same on a GPU: a copy moved there gives the CPU's logits, loss and gradients
+    (float32 matrix products without TF32, torch's default; fused attention through whichever kernel the GPU has)."""
+    from course_utils.data import sequences
+
+    device = try_gpu()
+    torch.manual_seed(0)
+    model = Transformer(vocab_size=32, d_model=32, num_heads=4, num_layers=2, max_len=16, fused=fused)
+    on_gpu = copy.deepcopy(model).to(device)
+    idx, targets = sequences(n=4, seq_len=16, vocab_size=32, seed=0)
+    out_cpu, out_gpu = model(idx), on_gpu(idx.to(device))
+    assert out_gpu.device == device and out_gpu.shape == (4, 16, 32)
+    torch.testing.assert_close(out_gpu.cpu(), out_cpu, rtol=1e-3, atol=1e-5)
+    model.loss(out_cpu, targets).backward()
+    on_gpu.loss(out_gpu, targets.to(device)).backward()
+    for (name, p), q in zip(model.named_parameters(), on_gpu.parameters(), strict=True):
+        torch.testing.assert_close(q.grad.cpu(), p.grad, rtol=1e-3, atol=1e-5, msg=name)
