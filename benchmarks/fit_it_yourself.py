@@ -9,7 +9,7 @@ sequences of 128, a vocabulary of 64; SGD with momentum; course_utils.data.seque
 - predicted: what one step adds by course_utils.planner.predict (gradients, saved activations, one block's
   scores as temporaries), with one block's saved bytes measured (the lesson's exercise 1 predicts them exactly);
 - measured: the peak of the first step's CPU tensors (course_utils.stepcost.measured_step), with its FLOPs and
-  aten calls against the plain step's (the capstone's bounds are 1.5x and 8x);
+  aten calls against the plain step's (the capstone's bounds: 0.9x to 1.5x the FLOPs, at most 8x the calls);
 - ms: the fastest of --repeat steps after one warm-up (course_utils.timing.fastest_seconds), without the
   counters: what a learner waits for.
 

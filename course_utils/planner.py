@@ -16,7 +16,9 @@ activations and, at its peak, one block's attention scores as temporaries. ZeRO 
 momentum (stage 1), the gradients (stage 2) and the parameters (stage 3) by N, and each process takes batch / N;
 what is sharded must still be whole where it is used, as FSDP does it with each block its own unit: stage 3
 gathers one block's parameters in full while the block runs, and stages 2 and 3 hold one block's full gradients
-until they are reduce-scattered; both are counted as temporaries.
+until they are reduce-scattered; both are counted as temporaries. Two simplifications: FSDP's root unit (the
+embeddings, the last LayerNorm and the head, about a third of a block at the lesson's sizes) is counted as
+sharded, and the forward's scores and the backward's whole gradients are added as if alive at the same moment.
 """
 
 import functools

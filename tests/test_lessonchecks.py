@@ -156,7 +156,7 @@ def test_each_case_of_a_group_starts_from_torchs_defaults(launches, notebook_fun
     assert launches == [2]
 
 
-def test_the_capstones_batches_have_losses_that_differ_and_are_the_same_wherever_built():
+def test_the_capstones_batches_have_losses_that_differ_and_are_the_same_each_time_they_are_built():
     """lessonchecks.l10.capstone_inputs: the same case twice is the same model, gradients and batch; the first
     half of its batch has a clearly higher mean loss than the second (so returning one micro-batch's loss
     fails the 2 % check), and a bfloat16-autocast step still updates within 1 % of the float32 step."""
@@ -181,3 +181,20 @@ def test_the_capstones_batches_have_losses_that_differ_and_are_the_same_wherever
     loss.backward()
     optimizer.step()
     assert float((l10.flat(model) - before - want).norm() / want.norm()) < l10.UPDATE_RTOL / 2
+
+
+def test_the_capstones_judge_names_a_step_hidden_from_the_counters_and_a_step_that_skips_micro_batches():
+    """A fit_step whose work the counters never saw (FLOPs 0, peak 0) fails on its FLOPs; one that kept only some
+    micro-batches' gradients (a quarter of the update, a quarter of the FLOPs) is told about its update first."""
+    from course_utils.lessonchecks import l10
+
+    case = ((32, 32, 2, 2, 32), 16, 1, 0)
+    want = l10.plain_step_measured(*case[:2], case[3])
+    fine = {"value": want["loss"], "peak": 2 ** 19, "flops": want["flops"], "calls": want["calls"], "steps": 1,
+            "dtypes": ["torch.float32"], "update": want["update"].clone()}
+    l10._judge_case(fine, want, case)   # the plain step's own numbers, within budget: passes
+    with pytest.raises(AssertionError, match=r"counters saw 0\.00 times the plain step's floating-point operations"):
+        l10._judge_case({**fine, "peak": 0, "flops": 0, "calls": 1}, want, case)
+    with pytest.raises(AssertionError, match="differs from the plain full-batch step's"):
+        l10._judge_case({**fine, "flops": want["flops"] // 4, "update": want["update"] / 4}, want, case)
+

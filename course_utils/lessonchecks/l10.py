@@ -102,7 +102,7 @@ BLOCK_ACTIVATION_BYTES = Check("block_activation_bytes", _probe_block, _judge_bl
 # (plain_step_measured), or None in the visible test, where the judge measures it.
 
 FLOP_FACTOR = 1.5     # at most this many times the plain step's floating-point operations (one recomputation)
-FLOP_FLOOR = 0.9      # at least this many: every fitting step does the plain step's work (1.00 x, fused attention 1.04 x)
+FLOP_FLOOR = 0.9      # at least this many: a fitting step does the plain step's work and more (1.00 to about 1.4 x)
 CALL_FACTOR = 8       # at most this many times its operator calls: the cost of many small micro-batches
 UPDATE_RTOL = 0.02    # the update within 2 % of the plain step's (norm of the difference over the norm)
 HEADROOM_MIB = 64     # the kernel's peak may exceed the reference solution's by less than this
@@ -129,8 +129,8 @@ def capstone_inputs(config, batch: int, seed: int):
     parameter still holds the gradient a previous step left in .grad (stale_grads), as in a training loop.
     As in a real batch, its sequences' losses differ: the model predicts with some confidence (HEAD_SCALE), and
     the later a sequence is in the batch, the more of its targets are what the model predicts (sequence i of
-    B: each target with probability i / (B - 1)). In the lesson's cases the first half of a batch has a mean
-    loss of about 4.0 and the second about 3.0, so a step that returns one micro-batch's loss, or weighs them
+    B: each target with probability i / (B - 1)). In the lesson's cases with a vocabulary of 64 the first half of a
+    batch has a mean loss of about 4.0 and the second about 3.0 (3.4 and 2.7 with 32), so a step that returns one micro-batch's loss, or weighs them
     wrongly, shows; autocast to bfloat16 still updates within 1 % of the float32 step."""
     vocab, d, h, layers, seq = config
     with torch.random.fork_rng():
@@ -227,10 +227,6 @@ def _judge_case(g, w, case):
               "(accumulate the micro-batches' gradients, then step)")
     peak, budget = g["peak"], budget_mib * MIB
     assert type(peak) is int and type(g["flops"]) is int and type(g["calls"]) is int, f"{name}: {MALFORMED}"
-    if g["flops"] < FLOP_FLOOR * w["flops"]:
-        _fail(f"{name}: the course's counters saw {g['flops'] / w['flops']:.2f} times the plain step's floating-point "
-              f"operations, less than {FLOP_FLOOR}: the whole batch's forward and backward must run where "
-              "measured_step sees them (work hidden from torch's dispatch cannot be shown to fit)")
     if peak > budget:
         _fail(f"{name}: the peak of your step was {peak / MIB:.1f} MiB, {(peak - budget) / MIB:.1f} MiB over the "
               f"budget (the plain step peaks at {w['peak'] / MIB:.1f} MiB): split the batch into more micro-batches, "
@@ -260,6 +256,10 @@ def _judge_case(g, w, case):
     if not math.isclose(value, w["loss"], rel_tol=UPDATE_RTOL):
         _fail(f"{name} returned a loss of {value:.4f}, expected the whole batch's mean loss, {w['loss']:.4f} (the mean "
               "of the micro-batches' losses weighted by their sizes)")
+    if g["flops"] < FLOP_FLOOR * w["flops"]:   # after the update's check: a step that skips work is told so there
+        _fail(f"{name}: the course's counters saw {g['flops'] / w['flops']:.2f} times the plain step's floating-point "
+              f"operations, less than {FLOP_FLOOR}: the whole batch's forward and backward must run where "
+              "measured_step sees them (work hidden from torch's dispatch cannot be shown to fit)")
     if g["flops"] > FLOP_FACTOR * w["flops"]:
         _fail(f"{name}: your step did {g['flops'] / w['flops']:.2f} times the plain step's floating-point operations, "
               f"more than {FLOP_FACTOR}: recompute each block at most once")
