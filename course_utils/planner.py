@@ -66,9 +66,14 @@ class Plan:
         return self.batch // (self.processes * self.micro_batches)
 
     @property
+    def block_params(self) -> int:
+        """Parameters of one Block: qkv 3d^2 + 3d, projection d^2 + d, MLP 8d^2 + 5d, two LayerNorms 4d."""
+        return 12 * self.d_model ** 2 + 13 * self.d_model
+
+    @property
     def num_params(self) -> int:
         d, v = self.d_model, self.vocab
-        return v * d + self.seq * d + self.layers * (12 * d * d + 13 * d) + 2 * d + d * v
+        return v * d + self.seq * d + self.layers * self.block_params + 2 * d + d * v
 
 
 @functools.lru_cache(maxsize=512)
@@ -107,8 +112,8 @@ def predict(plan: Plan, block_bytes) -> dict:
     else:
         saved = plan.layers * saved_by_block(plan, b, block_bytes) + head
     scores = 0 if plan.fused else (2 if plan.bf16 else 4) * b * plan.heads * s * s
-    block = 4 * (12 * d * d + 13 * d)                     # one Block's parameters (or their gradients), float32
-    whole = block * ((plan.zero_stage >= 2) + (plan.zero_stage == 3)) if n > 1 else 0   # gathered, not yet scattered
+    whole = 4 * plan.block_params * ((plan.zero_stage >= 2) + (plan.zero_stage == 3)) if n > 1 else 0   # one block's
+    # parameters gathered (stage 3) and gradients not yet reduce-scattered (stages 2 and 3), float32
     return {"parameters": shard(3), "momentum": shard(1), "gradients": shard(2), "activations": saved,
             "temporaries": scores + whole}
 

@@ -129,9 +129,10 @@ def capstone_inputs(config, batch: int, seed: int):
     parameter still holds the gradient a previous step left in .grad (stale_grads), as in a training loop.
     As in a real batch, its sequences' losses differ: the model predicts with some confidence (HEAD_SCALE), and
     the later a sequence is in the batch, the more of its targets are what the model predicts (sequence i of
-    B: each target with probability i / (B - 1)). In the lesson's cases with a vocabulary of 64 the first half of a
-    batch has a mean loss of about 4.0 and the second about 3.0 (3.4 and 2.7 with 32), so a step that returns one micro-batch's loss, or weighs them
-    wrongly, shows; autocast to bfloat16 still updates within 1 % of the float32 step."""
+    B: each target with probability i / (B - 1)). In the lesson's cases with a vocabulary of 64 the first half
+    of a batch has a mean loss of about 4.0 and the second about 3.0 (3.4 and 2.7 with 32), so a step that
+    returns one micro-batch's loss, or weighs them wrongly, shows; autocast to bfloat16 still updates within
+    1 % of the float32 step."""
     vocab, d, h, layers, seq = config
     with torch.random.fork_rng():
         torch.manual_seed(seed)
