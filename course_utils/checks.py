@@ -56,6 +56,9 @@ def _require_number(value, what: str) -> float:
     return float(value)
 
 
+FLOAT32_DIGITS = 1e-6   # a result off by at most this much of itself, where float64 is promised: float32's rounding
+
+
 def relation(actual: float, expected: float, rtol: float = 1e-6, atol: float = 1e-9) -> str | None:
     """How a wrong number relates to the right one, in words, or None when nothing stands out.
 
@@ -63,7 +66,12 @@ def relation(actual: float, expected: float, rtol: float = 1e-6, atol: float = 1
     'has the opposite sign'
     >>> relation(12.0, 3.0)
     'is exactly 4 times too large'
+    >>> relation(0.30000001192092896, 0.3, rtol=1e-12)[:46]
+    'agrees only to float32 precision (off by 4e-08'
     """
+    if rtol < FLOAT32_DIGITS / 10 and expected != 0 and abs(actual - expected) <= FLOAT32_DIGITS * abs(expected):
+        return (f"agrees only to float32 precision (off by {abs(actual - expected) / abs(expected):.0e} of itself): "
+                f"was it computed in float32, torch's default dtype? Compute in Python floats (or float64)")
     if expected != 0 and _isclose(actual, -expected, rtol, atol):
         return "has the opposite sign"
     if actual == 0 and expected != 0:
@@ -100,7 +108,8 @@ def check_float(actual, expected: float, name: str, *, rtol: float = 1e-6, atol:
     value = _require_number(actual, name)
     if _isclose(value, expected, rtol, atol):
         return
-    msg = f"{name} is {value:.6g}, expected {expected:.6g}"
+    digits = ".17g" if f"{value:.6g}" == f"{expected:.6g}" else ".6g"   # tell them apart
+    msg = f"{name} is {value:{digits}}, expected {expected:{digits}}"
     known = _known_mistake(value, mistakes, lambda a, w: _isclose(a, w, rtol, atol))
     if known:
         raise CheckFailed(f"{msg}: {known}.")
@@ -110,7 +119,7 @@ def check_float(actual, expected: float, name: str, *, rtol: float = 1e-6, atol:
 
 def check_floats(actual, expected: Sequence[float], name: str, *, labels: Sequence[str] | None = None,
                  rtol: float = 1e-6, atol: float = 1e-9,
-                 mistakes: Mapping[str, Sequence[float]] | None = None) -> None:
+                 mistakes: Mapping[str, Sequence[float]] | None = None, promised: type | None = None) -> None:
     """Check a tuple (or list) of Python numbers against `expected`, entry by entry.
 
     Inputs:
@@ -119,19 +128,28 @@ def check_floats(actual, expected: Sequence[float], name: str, *, labels: Sequen
     - name: how to call the whole result in messages
     - labels: a name for each entry, e.g. ("df/dx", "df/dy", "df/dz")
     - mistakes: {description: wrong tuple} for known mistakes; checked before anything generic
+    - promised: tuple or list where a docstring promises "a tuple (list) of Python floats": once the
+      values are right, actual must be exactly that container and every entry exactly a float (an int
+      such as the 0 in `return (upstream, 0)` fails, named). None: any tuple or list of numbers.
     """
     n = len(expected)
     labels = list(labels) if labels is not None else [f"{name}[{i}]" for i in range(n)]
     if type(actual) not in (tuple, list):
-        raise CheckFailed(f"{name} should be a tuple of {n} floats, got {type(actual).__name__}{_type_hint(actual)}")
+        container = (promised or tuple).__name__
+        hint = (f" (a torch.Tensor: {'use .tolist()' if promised is list else 'tuple(t.tolist())'} gives Python floats)"
+                if isinstance(actual, torch.Tensor) else _type_hint(actual))
+        raise CheckFailed(f"{name} should be a {container} of {n} floats, got {type(actual).__name__}{hint}")
     if len(actual) != n:
         raise CheckFailed(f"{name} should have {n} entries ({', '.join(labels)}), got {len(actual)}")
     values = [_require_number(v, label) for v, label in zip(actual, labels)]
     wrong = [i for i in range(n) if not _isclose(values[i], expected[i], rtol, atol)]
     if not wrong:
+        if promised is not None:
+            _require_promised(actual, promised, name, labels)
         return
-    shown = ", ".join(f"{v:.6g}" for v in values)
-    want = ", ".join(f"{v:.6g}" for v in expected)
+    digits = ".17g" if any(f"{values[i]:.6g}" == f"{expected[i]:.6g}" for i in wrong) else ".6g"   # tell them apart
+    shown = ", ".join(f"{v:{digits}}" for v in values)
+    want = ", ".join(f"{v:{digits}}" for v in expected)
     msg = f"{name} is ({shown}), expected ({want})"
 
     def same(a, w):
@@ -140,8 +158,26 @@ def check_floats(actual, expected: Sequence[float], name: str, *, labels: Sequen
     known = _known_mistake(values, mistakes, same)
     if known:
         raise CheckFailed(f"{msg}: {known}.")
-    whys = [f"{labels[i]} {relation(values[i], expected[i], rtol, atol) or 'is wrong'}" for i in wrong]
+    whys = [f"{labels[i]} {why}" for i in wrong if (why := relation(values[i], expected[i], rtol, atol))]
+    if not whys:   # the values shown say it: no list of "is wrong"
+        raise CheckFailed(msg + ".")
+    if len(whys) < len(wrong):
+        others = len(wrong) - len(whys)
+        whys.append(f"{others} other entr{'y is' if others == 1 else 'ies are'} wrong too")
     raise CheckFailed(f"{msg}: " + "; ".join(whys) + ".")
+
+
+def _require_promised(actual, promised: type, name: str, labels: Sequence[str]) -> None:
+    """The values are right: is the result the container the docstring promises, of floats only?"""
+    if type(actual) is not promised:
+        raise CheckFailed(f"{name} has the right values, but it is a {type(actual).__name__}: the docstring promises a "
+                          f"{promised.__name__} of Python floats (return {'(a, b, ...)' if promised is tuple else '[a, b, ...]'})")
+    ints = [i for i, v in enumerate(actual) if type(v) is not float]
+    if ints:
+        i = ints[0]
+        where = labels[i] if labels[i].startswith(name) else f"{name}: {labels[i]}"
+        raise CheckFailed(f"{where} has the right value, but it is the {type(actual[i]).__name__} {actual[i]!r}: "
+                          f"the docstring promises Python floats (write {float(actual[i])!r}, or float(...))")
 
 
 def check_tensor(actual, expected: torch.Tensor, name: str, *, rtol: float = 1e-5, atol: float = 1e-8,
@@ -175,10 +211,14 @@ def check_tensor(actual, expected: torch.Tensor, name: str, *, rtol: float = 1e-
     if torch.allclose(a, e, rtol=rtol, atol=atol):
         return
     err = (a - e).abs().max().item()
-    msg = f"{name} differs from the expected values (largest difference {err:.3g})"
+    msg = f"{name}: not the expected values (largest difference {err:.3g})"
     for description, wrong in (mistakes or {}).items():
         if wrong.shape == a.shape and torch.allclose(a, wrong.to(a.dtype), rtol=rtol, atol=atol):
             raise CheckFailed(f"{msg}: {description}.")
+    if rtol < FLOAT32_DIGITS / 10 and e.numel() and torch.allclose(a, e, rtol=FLOAT32_DIGITS, atol=FLOAT32_DIGITS * e.abs().max().item()):
+        raise CheckFailed(f"{msg}: it agrees only to float32 precision: was it computed in float32 (torch's default "
+                          f"dtype, as in a buffer made by torch.zeros or torch.empty without dtype=)? Compute in "
+                          f"{e.dtype}, the inputs' dtype.")
     if a.dim() == 2 and a.shape[0] == a.shape[1] and torch.allclose(a, e.T, rtol=rtol, atol=atol):
         raise CheckFailed(f"{msg}: it equals the expected tensor transposed.")
     if e.abs().sum() > 0:

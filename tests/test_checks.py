@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from course_utils.checks import (check_float, check_floats, check_raises, check_tensor, numerical_grad,
+from course_utils.checks import (CheckFailed, check_float, check_floats, check_raises, check_tensor, numerical_grad,
                                  relation)
 
 
@@ -162,3 +162,53 @@ def test_a_failed_check_shows_its_message_without_a_traceback():
         assert len(shown) == 2 and len(shown[1]) > 1, "an error in the learner's own code keeps its traceback"
     finally:
         shell._showtraceback = real
+
+
+def test_check_floats_holds_a_result_to_the_container_and_floats_its_docstring_promises():
+    check_floats((1.0, 0.0), [1.0, 0.0], "g(1)", promised=tuple)
+    check_floats([1.0, 0.0], [1.0, 0.0], "g(1)")   # nothing promised: either container, ints too
+    check_floats((1, 0), [1.0, 0.0], "g(1)")
+    with pytest.raises(CheckFailed, match=r"g\(1\) has the right values, but it is a list: the docstring promises a tuple"):
+        check_floats([1.0, 0.0], [1.0, 0.0], "g(1)", promised=tuple)
+    with pytest.raises(CheckFailed, match=r"it is a tuple: the docstring promises a list"):
+        check_floats((1.0, 0.0), [1.0, 0.0], "g(1)", promised=list)
+    with pytest.raises(CheckFailed, match=r"^g\(1\): d/db has the right value, but it is the int 0: .*write 0\.0"):
+        check_floats((1.0, 0), [1.0, 0.0], "g(1)", labels=("d/da", "d/db"), promised=tuple)
+    with pytest.raises(CheckFailed, match=r"is \(2, 0\), expected \(1, 0\)"):   # wrong values are told first
+        check_floats([2, 0], [1.0, 0.0], "g(1)", promised=tuple)
+
+
+def test_a_result_off_by_float32_rounding_is_told_so_where_float64_is_promised():
+    right = 0.1 + 0.2
+    in_float32 = (torch.tensor(0.1) + torch.tensor(0.2)).item()
+    with pytest.raises(CheckFailed, match=r"is 0\.30000001192092896, expected 0\.30000000000000004 \(it agrees only to "
+                                          r"float32 precision \(off by 4e-08 of itself\)"):
+        check_float(in_float32, right, "q", rtol=1e-12)
+    with pytest.raises(CheckFailed, match=r"q\[0\] agrees only to float32 precision"):
+        check_floats([in_float32], [right], "q", rtol=1e-12)
+    check_float(in_float32, right, "q")   # the default tolerance promises float32's digits only
+    with pytest.raises(CheckFailed) as error:   # off by more than float32 rounds: nothing said about float32
+        check_float(right * (1 + 1e-5), right, "q", rtol=1e-12)
+    assert "float32" not in str(error.value)
+
+
+def test_check_floats_names_only_what_it_can_say_about_wrong_entries():
+    with pytest.raises(CheckFailed) as error:   # nothing telling: the values shown say it, no list of "is wrong"
+        check_floats([0.3, 0.5, 0.2], [0.4, 0.4, 0.2], "w([4, 4, 2])")
+    assert str(error.value) == "w([4, 4, 2]) is (0.3, 0.5, 0.2), expected (0.4, 0.4, 0.2)."
+    with pytest.raises(CheckFailed, match=r": w\[0\] has the opposite sign; 1 other entry is wrong too\.$"):
+        check_floats([-0.4, 0.5, 0.2], [0.4, 0.4, 0.2], "w")
+
+
+def test_a_tensor_where_a_list_is_promised_is_told_to_use_tolist():
+    with pytest.raises(CheckFailed, match=r"w should be a list of 2 floats, got Tensor \(a torch.Tensor: use .tolist\(\)"):
+        check_floats(torch.tensor([0.5, 0.5]), [0.5, 0.5], "w", promised=list)
+
+
+def test_a_tensor_off_by_float32_rounding_is_told_so_where_float64_is_promised():
+    right = torch.tensor([0.1, 0.2, 0.3], dtype=torch.float64)
+    with pytest.raises(CheckFailed, match="agrees only to float32 precision.*Compute in torch.float64"):
+        check_tensor(right.float().double(), right, "g", rtol=1e-9, atol=1e-12)
+    with pytest.raises(CheckFailed) as error:   # a real mistake is not blamed on float32
+        check_tensor(right * 1.01, right, "g", rtol=1e-9, atol=1e-12)
+    assert "float32" not in str(error.value)

@@ -8,6 +8,7 @@ from course_utils.checks import check_floats
 from course_utils.judging import Check, MALFORMED, check_raised, raised, results
 
 GRAD_LABELS = ("df/dx", "df/dy", "df/dz")
+EXACT = {"rtol": 1e-12, "atol": 1e-15}   # sums and products of Python floats: float64's rounding, no more
 
 
 
@@ -29,7 +30,8 @@ def _circuit_mistakes(x, y, z) -> dict:
 
 def _judge_circuit_grads(got, want, cases):
     for g, w, (x, y, z) in zip(results(got, cases, "circuit_grads"), want, cases):
-        check_floats(g, w, f"circuit_grads({x}, {y}, {z})", labels=GRAD_LABELS, mistakes=_circuit_mistakes(x, y, z))
+        check_floats(g, w, f"circuit_grads({x}, {y}, {z})", labels=GRAD_LABELS, mistakes=_circuit_mistakes(x, y, z),
+                     promised=tuple, **EXACT)
 
 
 CIRCUIT_GRADS = Check("circuit_grads", lambda fn, cases: [fn(*case) for case in cases], _judge_circuit_grads)
@@ -70,7 +72,7 @@ def _judge_numerical_gradient(got, want, cases):
         name = f"numerical_gradient({label}, {point})" if h is None else f"numerical_gradient({label}, {point}, h={h})"
         tol, atol = (1e-6, 1e-6) if h is None else (1e-9, 1e-12)
         check_floats(g["result"], w, name, rtol=tol, atol=atol,
-                     mistakes=_difference_mistakes(f, point, 1e-5 if h is None else h))
+                     mistakes=_difference_mistakes(f, point, 1e-5 if h is None else h), promised=list)
         assert g["inputs_after"] == list(point), (
             f"numerical_gradient changed its inputs list from {list(point)} to {g['inputs_after']}: shift a copy")
 
@@ -93,6 +95,8 @@ def _gate_mistakes(op, a, b, up) -> dict:
                 "at a tie each input should get half the upstream gradient, not all of it": (up, up)}
     hi, lo = (up, 0.0) if a > b else (0.0, up)
     return {"the gradient went to the smaller input; max routes it to the larger": (lo, hi),
+            f"a and b differ (by {abs(a - b):.1g}) but max split the gradient as at a tie: only exactly equal inputs "
+            f"tie (a == b, no tolerance)": (up / 2, up / 2),
             "the upstream gradient was not multiplied in": (1.0, 0.0) if a > b else (0.0, 1.0),
             "max passed the gradient to both inputs; it routes all of it to the larger one only": (up, up)}
 
@@ -105,8 +109,8 @@ def _probe_gate_backward(fn, cases):
 def _judge_gate_backward(got, want, cases):
     assert type(got) is dict and set(got) == {"grads", "raised"}, MALFORMED
     for g, w, (op, a, b, up) in zip(results(got["grads"], cases["gates"], "gate_backward"), want, cases["gates"]):
-        check_floats(g, w, f"gate_backward({op!r}, {a}, {b}, {up})", labels=("d/da", "d/db"),
-                     mistakes=_gate_mistakes(op, a, b, up))
+        check_floats(g, w, f"gate_backward({op!r}, {a!r}, {b!r}, {up!r})", labels=("d/da", "d/db"),
+                     mistakes=_gate_mistakes(op, a, b, up), promised=tuple, **EXACT)
     for r, op in zip(results(got["raised"], cases["bad_ops"], "gate_backward with an unknown op"), cases["bad_ops"]):
         check_raised(r, f"gate_backward({op!r}, 1.0, 2.0, 1.0)")
 
@@ -127,6 +131,8 @@ def _second_mistakes(x, y, z, w) -> dict:
                     (2 * y, 2 * x, 2.0, 2.0)}
     big, small = (2.0, 0.0) if z > w else (0.0, 2.0)
     return {
+        f"z and w differ (by {abs(z - w):.1g}) but the max gate split the gradient as at a tie: only exactly equal "
+        f"inputs tie (z == w, no tolerance)": (2 * y, 2 * x, 1.0, 1.0),
         "the factor 2 of the last gate is missing: every gradient must be multiplied by it": (y, x, big / 2, small / 2),
         "the mul gate's inputs were not swapped: df/dx is 2y and df/dy is 2x": (2 * x, 2 * y, big, small),
         "the max gate routed the gradient to the smaller of z and w": (2 * y, 2 * x, small, big),
@@ -136,8 +142,8 @@ def _second_mistakes(x, y, z, w) -> dict:
 
 def _judge_second_circuit(got, want, cases):
     for g, w, point in zip(results(got, cases, "second_circuit_grads"), want, cases):
-        check_floats(g, w, f"second_circuit_grads{point}", labels=GRAD_LABELS + ("df/dw",),
-                     mistakes=_second_mistakes(*point))
+        check_floats(g, w, f"second_circuit_grads{point!r}", labels=GRAD_LABELS + ("df/dw",),
+                     mistakes=_second_mistakes(*point), promised=tuple, **EXACT)
 
 
 SECOND_CIRCUIT = Check("second_circuit_grads", lambda fn, cases: [fn(*case) for case in cases], _judge_second_circuit)

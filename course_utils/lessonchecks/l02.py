@@ -53,7 +53,7 @@ def _judge_neuron(got, want, cases):
             assert not (part == "dw" and len(mine) == len(right) - 1), (
                 f"{name}: dw has one entry per input and no entry for the bias: it needs {len(right)}, df/dz last")
             check_floats(mine, right, f"{name}: {part}", labels=[f"df/{part[1]}{i}" for i in range(len(right))], **TOL,
-                         mistakes={m: v[k] for m, v in mistakes.items()})
+                         mistakes={m: v[k] for m, v in mistakes.items()}, promised=list)
     for r, (w, x) in zip(results(got["bad"], cases["bad"], "neuron_grads with sizes that do not fit"), cases["bad"]):
         check_raised(r, f"neuron_grads({w}, {x})")
 
@@ -198,7 +198,11 @@ def _judge_ops(got, want, cases):
         assert type(prev) is list and prev[:1] == [0] and set(range(len(inputs))) <= set(prev), (
             f"({name})._prev should be a tuple of the Values it was computed from, x first (x * y: (x, y)), got "
             + (f"a tuple of {len(prev)} entries, other than expected" if type(prev) is list else f"a {name_of(prev)}"))
-        grads = value_of(seen.get("backward"), f"({name})._backward()")
+        backward = seen.get("backward")
+        assert not (type(backward) is dict and "ZeroDivisionError" in (backward.get("raised") or ()) and 0 in inputs), (
+            f"({name})._backward() raised ZeroDivisionError: its local gradient divides by an input that is 0 here "
+            f"(such as n * out.data / x for x ** n, or out.data / x for x * y); write it without dividing by an input")
+        grads = value_of(backward, f"({name})._backward()")
         assert type(grads) is list and len(grads) == 2 and all(type(g) is list for g in grads), MALFORMED
         labels = [f"{v}.grad" for v in "xy"[:len(right)]]
         for g, label in zip(grads[0] + grads[1], labels * 2):
@@ -265,8 +269,8 @@ def _twice(backward, V, fn, inputs) -> dict:
     made = fn(*(xs := [V(v) for v in inputs]))
     root, earlier = made if type(made) is tuple else (made, None)
     backward(earlier) if earlier is not None else None
-    backward(root)
-    seen = {"root": root.grad, "first": [x.grad for x in xs]}
+    returned = backward(root)
+    seen = {"root": root.grad, "first": [x.grad for x in xs], "returned": type(returned).__name__}
     backward(root)
     return seen | {"second": [x.grad for x in xs]}
 
@@ -296,5 +300,8 @@ def _judge_graph(seen, right, what, mistakes):
     assert all(math.isclose(p, q, rel_tol=1e-12, abs_tol=1e-15) for p, q in zip(first, second)), (
         f"{what}: a second backward() gave different gradients, {tuple(first)} the first time and {tuple(second)} the "
         "second: set every .grad in the graph to 0.0 before seeding the root, so that one backward() does not add to it")
+    assert seen.get("returned") == "NoneType", (
+        f"{what}: backward(root) returned a {name_of(seen.get('returned'))}; the docstring says it returns None (it "
+        "fills in the .grad of the Values and gives nothing back)")
 
 BACKWARD = Check("backward", _probe_backward, _judge_backward)

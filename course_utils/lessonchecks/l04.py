@@ -136,7 +136,8 @@ GRADIENT_SHAPES = Check("gradient_shapes", _probe_shapes, _judge_shapes)
 
 def backward_inputs(case):
     """A case's inputs (model, X, y), from its own seed: an MLPScratch with non-zero biases (float64
-    unless `how` says float32), a batch X of shape X_shape and int64 labels y."""
+    unless `how` says float32), a batch X of shape X_shape (a non-contiguous view where `how` says
+    strided: its dimensions' order reversed in memory) and int64 labels y."""
     (num_inputs, num_outputs, num_hiddens), X_shape, _, seed, *how = case
     dtype = torch.float32 if "float32" in how else torch.float64
     with torch.random.fork_rng():
@@ -145,7 +146,8 @@ def backward_inputs(case):
         with torch.no_grad():
             for b in model.biases:
                 b.copy_(0.5 * torch.randn_like(b))
-        X = torch.randn(X_shape, dtype=dtype)
+        X = (torch.randn(tuple(X_shape)[::-1], dtype=dtype).permute(*reversed(range(len(X_shape))))
+             if "strided" in how else torch.randn(X_shape, dtype=dtype))
         y = torch.randint(0, num_outputs, (X_shape[0],))
     if "ties" in how:
         with torch.no_grad():
@@ -158,7 +160,9 @@ def backward_inputs(case):
 def _backward_name(case) -> str:
     (num_inputs, num_outputs, num_hiddens), X_shape, lam, _, *how = case
     kind = ".float()" if "float32" in how else ""
-    return f"mlp_backward(MLPScratch({num_inputs}, {num_outputs}, {list(num_hiddens)}){kind}, X of shape {tuple(X_shape)}, lam={lam})"
+    view = " (a non-contiguous view)" if "strided" in how else ""
+    return (f"mlp_backward(MLPScratch({num_inputs}, {num_outputs}, {list(num_hiddens)}){kind}, X of shape {tuple(X_shape)}"
+            f"{view}, lam={lam})")
 
 
 def _backward_facts(case, y) -> str:
@@ -170,7 +174,9 @@ def _backward_facts(case, y) -> str:
              "one example (n = 1)" if X_shape[0] == 1 else "",
              f"the labels y hold {classes} of the {num_outputs} classes" if classes < num_outputs else "",
              f"lam is the int {lam}" if type(lam) is int else "",
-             "example 0's hidden pre-activations are exactly 0" if "ties" in how else ""]
+             "example 0's hidden pre-activations are exactly 0" if "ties" in how else "",
+             "X is a non-contiguous view (X.is_contiguous() is False): X.view(n, -1) cannot flatten it, "
+             "X.reshape(n, -1) can" if "strided" in how else ""]
     return "; ".join(f for f in facts if f)
 
 

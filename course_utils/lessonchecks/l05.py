@@ -64,10 +64,7 @@ def _judge_weights(got, want, cases):
         name = f"micro_batch_weights({sizes!r})"
         weights = value_of(case, name)
         check_floats(weights, expected, name, mistakes=_distinct(_weight_mistakes(sizes), expected, lambda a, b: all(
-            abs(x - y) <= 1e-9 + 1e-6 * abs(y) for x, y in zip(a, b))))
-        assert type(weights) is list, f"{name} should return a list of floats, got a {type(weights).__name__}"
-        ints = [i for i, w in enumerate(weights) if type(w) is not float]
-        assert not ints, f"{name}[{ints[0]}] is the int {weights[ints[0]]}: every weight should be a Python float"
+            abs(x - y) <= 1e-9 + 1e-6 * abs(y) for x, y in zip(a, b))), promised=list, rtol=1e-12, atol=1e-15)
     for names, bad in zip(_listed(got["raised"], cases["bad"], "micro_batch_weights on bad sizes"), cases["bad"]):
         check_raised(names, f"micro_batch_weights({bad!r})")
 
@@ -136,7 +133,8 @@ def big_inputs(big):
 
 def _wrong(run, rule: str) -> torch.Tensor:
     """The parameters after a WRONG loop over a RUN's groups: micro-batch weights by a wrong `rule`, or one
-    full-batch step per group without zero_grad ("no zero_grad") or on a mean squared error ("mse")."""
+    full-batch step per group without zero_grad ("no zero_grad") or on a mean squared error ("mse"), or the
+    right weights with zero_grad before every micro-batch ("zero_grad each")."""
     model, loss_fn, X, y = accumulation_inputs(run)
     N, b, k, groups = run[:4]
     for a, end in groups:
@@ -146,7 +144,9 @@ def _wrong(run, rule: str) -> torch.Tensor:
             (nn.MSELoss() if rule == "mse" else loss_fn)(model(X[a:end]), y[a:end]).backward()
         for s in [] if rule in ("no zero_grad", "mse") else range(a, end, b):
             weight = {"one": 1.0, "k": 1 / k, "count": 1 / -(-(end - a) // b), "k twice": 1 / k ** 2,
-                      "data set": len(X[s:s + b]) / N}[rule]
+                      "data set": len(X[s:s + b]) / N, "zero_grad each": len(X[s:s + b]) / (end - a)}[rule]
+            if rule == "zero_grad each":
+                model.zero_grad()
             (loss_fn(model(X[s:s + b]), y[s:s + b]) * weight).backward()
         with torch.no_grad():
             for p in model.parameters():
@@ -175,6 +175,8 @@ def _train_mistakes(run) -> dict:
         + "the loss was divided by accumulation_steps twice": _wrong(run, "k twice"),
         "each micro-batch was weighted by its share of the whole data set, n_i / N: weight it by its share of its "
         "own group's samples, n_i / n_group": _wrong(run, "data set"),
+        "zero_grad was called before every micro-batch, so only the last micro-batch of each group reached the "
+        "step: call it once per group, before the group's first micro-batch": _wrong(run, "zero_grad each"),
     }
     if task == "huber":
         mistakes["the loss was computed as a mean squared error instead of with the loss_fn passed in"] = _wrong(run, "mse")
@@ -213,8 +215,7 @@ def _check_run(got, w, run, what):
     mistakes = _distinct(_train_mistakes(run), expected, close) if run and not close(params, expected) else {}
     check_tensor(params, expected, f"the parameters after {what}", rtol=1e-9, atol=1e-12, mistakes=mistakes)
     check_floats(losses, w["losses"], f"the losses returned by {what}", rtol=1e-9, atol=1e-12,
-                 labels=[f"the loss of step {i + 1} returned by {what}" for i in range(len(w["losses"]))])
-    assert type(losses) is list, f"{what} should return a list of floats, got a {type(losses).__name__}"
+                 labels=[f"the loss of step {i + 1} returned by {what}" for i in range(len(w["losses"]))], promised=list)
 
 
 def _judge_train(got, want, cases):

@@ -5,6 +5,7 @@ peak that cpu_peak_bytes measures (`measured_peak`) and the plain, unchecked cha
 """
 
 import functools
+import math
 import warnings
 
 import torch
@@ -81,10 +82,13 @@ def _judge_peak(got, want, cases):
         causes.append("this is the peak in activations: multiply by act_bytes for bytes")
     if len(causes) == 1:
         _fail(f"{message}: {causes[0]}.")
-    k = round((g - w) / act)
-    if k and abs(g - w - k * act) <= tol:
+    off = (g - w) / act   # in activations; a measured peak is itself a little off a whole number
+    k = round(off)
+    if k and abs(off - k) <= 0.1:
         _fail(f"{message}: {abs(k)} activation{'s' * (abs(k) > 1)} too {'many' if k > 0 else 'few'}.")
-    _fail(f"{message}: not a whole number of activations from the expected peak.")
+    _fail(f"{message}: {abs(off):.2g}{' of an activation' if abs(off) < 1 else ' activations'} too "
+          f"{'many' if off > 0 else 'few'}, not a whole number of "
+          f"activations from the expected peak: the peak is a count of whole activations of act_bytes each.")
 
 
 CHECKPOINT_PEAK = Check("checkpoint_peak_bytes", lambda fn, cases: [outcome(fn, *c[:3]) for c in cases], _judge_peak)
@@ -194,6 +198,14 @@ def _warned(w):
         f"checkpoint (or the code around it) warned a {name_of(w['category'])}"
 
 
+def _span(blocks) -> str:
+    """[0, 1, 2, 5] -> "0-2, 5": block numbers as runs."""
+    runs = []
+    for b in blocks:
+        runs = runs[:-1] + [(runs[-1][0], b)] if runs and b == runs[-1][1] + 1 else runs + [(b, b)]
+    return ", ".join(f"{lo}" if lo == hi else f"{lo}-{hi}" for lo, hi in runs)
+
+
 def _judge_chain(seen, peak, n, segments, x_requires_grad, how):
     name = f"checkpointed_forward(<{n} blocks{HOW.get(how, '')}>, x, segments={segments})"
     assert type(seen) is dict and set(seen) == set(KEYS), f"{name}: {MALFORMED}"
@@ -219,14 +231,23 @@ def _judge_chain(seen, peak, n, segments, x_requires_grad, how):
     _check(seen["missing"] == 0, f"after backward, {seen['missing']} parameters of {name} have no gradient")
     _check(seen["x_missing"] is False, f"after backward, x has no gradient in {name}, though it requires grad: the output "
            "must be computed from x itself, not from a detached copy")
+    order = seen["order"]
+    assert type(order) is list and all(type(i) is int and 0 <= i < n for i in order), f"{name}: malformed results"
+    calls = [order.count(i) for i in range(n)]
+    if min(calls) == 1 and max(calls) > 2:   # the backward recomputed other blocks than each segment's own
+        times = {}
+        for i, c in enumerate(calls):
+            times.setdefault(c, []).append(i)
+        ran = "; ".join(f"blocks {_span(b)} ran {'once' if c == 1 else f'{c} times'}" for c, b in sorted(times.items()))
+        _fail(f"{name}: {ran}: the backward recomputed the same segment again and again instead of each segment's "
+              f"own blocks. Does the segment's function read a loop variable (lo, hi) that has moved on by the time "
+              f"the backward calls it (a late-binding closure)? Bind the values when it is made: a function that "
+              f"returns the segment's function, or lambda h, lo=lo, hi=hi: ...")
     g = seen["grads"]
     _check(how != "dropout" or type(g) is not torch.Tensor or g.shape != grads.shape or torch.allclose(g, grads, 1e-10, 1e-12),
            f"the gradients after {name} differ from the plain chain's, though the output is right: the recomputation "
            "must draw the forward's dropout masks (keep checkpoint's default preserve_rng_state=True)")
     check_tensor(g, grads, f"the gradients (parameters{' and x' * x_requires_grad}) after {name}", rtol=1e-10, atol=1e-12)
-    order = seen["order"]
-    assert type(order) is list and all(type(i) is int and 0 <= i < n for i in order), f"{name}: malformed results"
-    calls = [order.count(i) for i in range(n)]
     _check(min(calls) > 0, f"{name}: block {calls.index(min(calls))} never ran")
     _check(max(calls) > 1, f"{name}: no block ran again in the backward, so nothing was recomputed: "
            "run each segment through torch.utils.checkpoint.checkpoint")
@@ -282,27 +303,33 @@ CHECKPOINTED_FORWARD = Check("checkpointed_forward", _probe_forward, _judge_forw
 
 
 # Exercise 3: best_segments(n, act_bytes, budget_bytes) -> the fewest segments whose peak fits.
-# cases: {"calls": [(n, act_bytes, budget_bytes)], "bad": [(n, act_bytes, budget_bytes)] that must raise
-# ValueError, "peaks": the checkpoint_peak_bytes put in the learner's place while the probe runs (the hidden
-# test's reference copy of Exercise 1, or "measured": measured_peak in whole activations, times act_bytes),
-# so that a mistake in Exercise 1 does not count twice}; want: [the fewest segments, for each call].
+# cases: {"calls": [(n, act_bytes, budget_bytes) or (n, act_bytes, budget_bytes, model)], "bad": [(n, act_bytes,
+# budget_bytes)] that must raise ValueError, "peaks": the checkpoint_peak_bytes put in the learner's place while the
+# probe runs (the hidden test's reference copy of Exercise 1, or "measured": measured_peak in whole activations,
+# times act_bytes), so that a mistake in Exercise 1 does not count twice}; a call's own model (a function whose
+# docstring says what it models) takes that place for that call: the docstring lets the answer lie anywhere in
+# 1..n, and with a peak that falls with every segment it lies far above sqrt(n), or at n. want: [the fewest
+# segments, for each call].
 
 def _measured_model(n, segments, act_bytes):
     return round(measured_peak(n, segments) / MEASURE_ACT) * act_bytes
 
 
 def _probe_best(fn, cases):
-    peak = _measured_model if cases["peaks"] == "measured" else cases["peaks"]
+    default = _measured_model if cases["peaks"] == "measured" else cases["peaks"]
     space, missing = getattr(fn, "__globals__", {}), object()
     before = space.get("checkpoint_peak_bytes", missing)
-    space["checkpoint_peak_bytes"] = peak
+    space["checkpoint_peak_bytes"] = default
     try:
         calls = []
-        for n, act, budget in cases["calls"]:
+        for n, act, budget, *model in cases["calls"]:
+            peak = model[0] if model else default
+            space["checkpoint_peak_bytes"] = peak
             seen = outcome(fn, n, act, budget)
             s = seen.get("value")
             top = s if type(s) is int and 1 <= s <= n else n if "raised" in seen else 0
             calls.append({**seen, "peaks": [peak(n, k, act) for k in range(1, top + 1)]})  # what the judge names
+        space["checkpoint_peak_bytes"] = default
         return {"calls": calls, "raised": [raised(fn, *args) for args in cases["bad"]]}
     finally:
         space.pop("checkpoint_peak_bytes", None) if before is missing else space.update(checkpoint_peak_bytes=before)
@@ -311,33 +338,49 @@ def _probe_best(fn, cases):
 STRICT = "a peak exactly equal to the budget fits too (use <=)"
 
 
+def _segments(k, verb: str = "") -> str:
+    """"1 segment fits", "3 segments fit": k segments, with the verb (if any) agreeing."""
+    said = "1 segment" if k == 1 else f"{k} segments"
+    return f"{said} {verb}{'s' if k == 1 else ''}" if verb else said
+
+
 def _judge_best(got, want, cases):
     assert type(got) is dict and set(got) == {"calls", "raised"}, MALFORMED
     calls = results(got["calls"], cases["calls"], "best_segments")
     values = [c.get("value") if type(c) is dict else None for c in calls]
-    divisors = all(v >= 1 and n % v == 0 for v, (n, _, _) in zip(values, cases["calls"]) if type(v) is int)
-    for seen, w, (n, act, budget) in zip(calls, want, cases["calls"]):
-        name = f"best_segments({n}, {act}, {budget})"
+    divisors = all(v >= 1 and n % v == 0 for v, (n, *_) in zip(values, cases["calls"]) if type(v) is int)
+    strict = any(type(c) is dict and v == w and type(c.get("peaks")) is list and len(c["peaks"]) >= w
+                 and c["peaks"][w - 1] == call[2] for c, v, w, call in zip(calls, values, want, cases["calls"]))
+    for seen, w, (n, act, budget, *model) in zip(calls, want, cases["calls"]):
+        name = f"best_segments({n}, {act}, {budget})" + (
+            f" (with checkpoint_peak_bytes a model in which {model[0].__doc__})" if model else "")
         peaks = seen.get("peaks") if type(seen) is dict else None
         assert type(peaks) is list and all(type(p) in (int, float) for p in peaks), f"{name}: malformed results"
+        tie = len(peaks) >= w and peaks[w - 1] == budget
+        far = (f"the answer is n = {n} itself: the search must reach s = n" if w == n else
+               f"the answer, {w}, lies far above sqrt(n) = {math.sqrt(n):.3g}: a search that stops near sqrt(n), or a "
+               f"formula in place of calling checkpoint_peak_bytes, misses it" if w > math.isqrt(n) + 1 else None)
+        far = far and f"{far} (every s in 1..n may be the answer)"
         if "raised" in seen and "ValueError" in seen["raised"] and len(peaks) >= w:
-            _fail(f"{name} raised ValueError, but {w} segments fit: their peak is {peaks[w - 1]} bytes"
-                  + (f", exactly the budget: {STRICT}" if peaks[w - 1] == budget else f", within the budget of {budget}"))
+            _fail(f"{name} raised ValueError, but {_segments(w, 'fit')}: "
+                  + (far if far and (strict or not tie) else f"the peak is {peaks[w - 1]} bytes"
+                     + (f", exactly the budget: {STRICT}" + (f"; and {far}" if far else "") if tie else
+                        f", within the budget of {budget}")))
         g = value_of(seen, name)
         _check(type(g) is int, f"{name} should be an int, the number of segments, got {name_of(type(g).__name__)}")
         if g == w:
             continue
         message = f"{name} is {g}, expected {w}"
         _check(1 <= g <= n and len(peaks) >= g, f"{message}: the number of segments is between 1 and n = {n}")
-        _check(peaks[g - 1] <= budget, f"{message}: {g} segments peak at {peaks[g - 1]} bytes, over the budget of {budget} bytes")
+        _check(peaks[g - 1] <= budget, f"{message}: {_segments(g, 'peak')} at {peaks[g - 1]} bytes, over the budget of {budget} bytes")
         _check(g < w or peaks[w - 1] != budget or not peaks[g - 1] < budget <= min(peaks[:g - 1]),
-               f"{message}: {w} segments peak at exactly {budget} bytes: {STRICT}")
+               f"{message}: {_segments(w, 'peak')} at exactly {budget} bytes: {STRICT}")
         if g > w:
-            _fail(f"{message}: the budget allows fewer segments: {w} segments peak at {peaks[w - 1]} bytes, within "
+            _fail(f"{message}: the budget allows fewer segments: {_segments(w, 'peak')} at {peaks[w - 1]} bytes, within "
                   f"the budget of {budget}, and fewer segments recompute less: return the fewest that fit"
                   + (" (every count returned divides n, but counts that do not divide n are allowed too: segment "
                      "lengths may differ by one)" if divisors and n % w else ""))
-        _fail(f"{message}: {g} segments peak at {peaks[g - 1]} bytes by the peak model, within the budget, "
+        _fail(f"{message}: {_segments(g, 'peak')} at {peaks[g - 1]} bytes by the peak model, within the budget, "
               f"but {w} is the fewest that fit")
     for names, args in zip(results(got["raised"], cases["bad"], "best_segments"), cases["bad"]):
         check_raised(names, f"best_segments{args} (no number of segments fits)")

@@ -43,7 +43,10 @@ def _call(fn, args, x) -> dict:
             text = str(e)
             seen["raised"] = tuple(c.__name__ for c in type(e).__mro__)
             seen["autograd"] = ("no graph" if "does not require grad" in text else
-                                "second backward" if "backward through the graph a second time" in text else None)
+                                "second backward" if "backward through the graph a second time" in text else
+                                "not a dot product" if any(t in text for t in (
+                                    "shapes cannot be multiplied", "1D tensors expected", "only for scalar outputs",
+                                    "size mismatch", "inconsistent tensor size")) else None)
         else:
             seen["value"] = result
             seen["requires_grad"] = isinstance(result, torch.Tensor) and bool(result.requires_grad)
@@ -72,7 +75,7 @@ def _check_close(actual, want, name: str, mistakes: dict, approx: str) -> None:
         err = (actual - want).abs().max().item()
         scale = want.abs().max().item()
         if err <= 1e-3 * max(scale, 1.0):
-            raise CheckFailed(f"{name} differs from the expected values by at most {err:.3g} (of values up to "
+            raise CheckFailed(f"{name}: at most {err:.3g} from the expected values (of values up to "
                               f"{scale:.3g}): {approx}")
     check_tensor(actual, want, name, rtol=rtol, atol=atol, mistakes=mistakes)
 
@@ -127,6 +130,11 @@ def _judge_hvp(got, want, cases):
                 f"{name} raised {raised_name(seen['raised'])}: autograd was asked to backward through the graph a "
                 "second time. Take the first gradient with create_graph=True: "
                 "it records the backward pass and keeps the graph for the second one")
+        if "raised" in seen and seen.get("autograd") == "not a dot product" and x.dim() != 1:
+            raise AssertionError(
+                f"{name} raised {raised_name(seen['raised'])}: a product of the gradient g with v had the wrong "
+                f"shape. For an x of {x.dim()} dimensions, g @ v is a matrix product (or fails) and torch.dot takes "
+                "1-D tensors only; the dot product g . v over every entry is (g * v).sum(), whatever x's shape")
         hv = value_of(seen, name)
         _check_caller_x(seen, name)
         _check_close(hv, w, name, mistakes,

@@ -238,7 +238,8 @@ def _judge_average(got, want, cases):
                 tol = (1e-5, 1e-6) if e.dtype == torch.float32 else (1e-9, 1e-12)
                 check_tensor(g, e, name, rtol=tol[0], atol=tol[1], mistakes={
                     "the gradients were summed over the ranks but not divided by the world size": e * world_size,
-                    "this is the rank's own gradient: the all_reduce is missing (or was applied to p.data, not p.grad)":
+                    "this is the rank's own gradient: the all_reduce is missing, was applied to p.data instead of "
+                    "p.grad, or to a copy (torch.cat, .clone()) whose result was never copied back into p.grad":
                         mine,
                     "the rank's own gradient was divided by the world size but never all-reduced": mine / world_size,
                     "the sum was divided by 2, not by the world size (dist.get_world_size())": e * world_size / 2})

@@ -96,7 +96,11 @@ def _judge_scale_value(result, values, grads_dtype, dtype, right) -> None:
         hint = ""
         if max(values) * got <= top:
             hint = ": the largest gradient by magnitude is negative here: take max(|g|), abs() first"
-        if largest > top:
+        if largest > top and got == 2 * right and got < 1:
+            k = math.log2(top / largest)
+            hint += (f": the exponent k = log2(finfo.max / max|g|) = {k:.3g} is negative here, and int() rounds it "
+                     f"toward zero, up to {int(k)}: round down with math.floor ({math.floor(k)})")
+        elif largest > top:
             hint += ": the largest gradient alone exceeds finfo.max, so S must be below 1 (2.0 ** k with k < 0)"
         elif math.isfinite(torch.tensor(largest * got, dtype=torch.float64).to(HALF[dtype]).item()):
             hint += (" (the bound is max|g| x S <= finfo.max: compare the product with it; a cast to the type rounds "
