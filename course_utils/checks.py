@@ -13,6 +13,7 @@ autograd against.
 """
 
 import math
+import struct
 from collections.abc import Callable, Mapping, Sequence
 
 import torch
@@ -57,6 +58,18 @@ def _require_number(value, what: str) -> float:
 
 
 FLOAT32_DIGITS = 1e-6   # a result off by at most this much of itself, where float64 is promised: float32's rounding
+FLOAT32_ADVICE = "was it computed in float32, torch's default dtype? Compute in Python floats (or float64)"
+
+
+def _float32_off(actual, expected: float, rtol: float) -> float | None:
+    """Where float64 is promised (rtol below float32's digits): how far off a wrong `actual` is, relative to
+    `expected`, when it is a Python float that float32 holds exactly and within float32's rounding of
+    `expected` (a result computed in float32 and turned into a Python float); else None."""
+    if rtol >= FLOAT32_DIGITS / 10 or type(actual) is not float or not expected or not math.isfinite(actual):
+        return None
+    off = abs(actual - expected) / abs(expected)
+    in_float32 = struct.unpack("f", struct.pack("f", actual))[0] == actual if abs(actual) < 3.4e38 else False
+    return off if in_float32 and 0 < off <= FLOAT32_DIGITS else None
 
 
 def relation(actual: float, expected: float, rtol: float = 1e-6, atol: float = 1e-9) -> str | None:
@@ -66,12 +79,7 @@ def relation(actual: float, expected: float, rtol: float = 1e-6, atol: float = 1
     'has the opposite sign'
     >>> relation(12.0, 3.0)
     'is exactly 4 times too large'
-    >>> relation(0.30000001192092896, 0.3, rtol=1e-12)[:46]
-    'agrees only to float32 precision (off by 4e-08'
     """
-    if rtol < FLOAT32_DIGITS / 10 and expected != 0 and abs(actual - expected) <= FLOAT32_DIGITS * abs(expected):
-        return (f"agrees only to float32 precision (off by {abs(actual - expected) / abs(expected):.0e} of itself): "
-                f"was it computed in float32, torch's default dtype? Compute in Python floats (or float64)")
     if expected != 0 and _isclose(actual, -expected, rtol, atol):
         return "has the opposite sign"
     if actual == 0 and expected != 0:
@@ -86,6 +94,12 @@ def relation(actual: float, expected: float, rtol: float = 1e-6, atol: float = 1
             if _isclose(ratio, -k, rtol, 0.0):
                 return f"has the opposite sign and is {k} times too large"
     return None
+
+
+def _shown(value: float, other: float) -> str:
+    """value as a message shows it: 6 significant digits, or all it has (repr) where 6 would not tell it
+    from `other`, the number it is compared with."""
+    return repr(value) if f"{value:.6g}" == f"{other:.6g}" and value != other else f"{value:.6g}"
 
 
 def _known_mistake(actual, mistakes: Mapping | None, same: Callable) -> str | None:
@@ -108,11 +122,12 @@ def check_float(actual, expected: float, name: str, *, rtol: float = 1e-6, atol:
     value = _require_number(actual, name)
     if _isclose(value, expected, rtol, atol):
         return
-    digits = ".17g" if f"{value:.6g}" == f"{expected:.6g}" else ".6g"   # tell them apart
-    msg = f"{name} is {value:{digits}}, expected {expected:{digits}}"
+    msg = f"{name} is {_shown(value, expected)}, expected {_shown(expected, value)}"
     known = _known_mistake(value, mistakes, lambda a, w: _isclose(a, w, rtol, atol))
     if known:
         raise CheckFailed(f"{msg}: {known}.")
+    if (off := _float32_off(actual, expected, rtol)) is not None:
+        raise CheckFailed(f"{msg}: it agrees only to float32 precision (off by {off:.0e} of itself): {FLOAT32_ADVICE}.")
     why = relation(value, expected, rtol, atol)
     raise CheckFailed(f"{msg} (it {why})." if why else f"{msg}.")
 
@@ -147,9 +162,8 @@ def check_floats(actual, expected: Sequence[float], name: str, *, labels: Sequen
         if promised is not None:
             _require_promised(actual, promised, name, labels)
         return
-    digits = ".17g" if any(f"{values[i]:.6g}" == f"{expected[i]:.6g}" for i in wrong) else ".6g"   # tell them apart
-    shown = ", ".join(f"{v:{digits}}" for v in values)
-    want = ", ".join(f"{v:{digits}}" for v in expected)
+    shown = ", ".join(_shown(v, w) for v, w in zip(values, expected))
+    want = ", ".join(_shown(w, v) for v, w in zip(values, expected))
     msg = f"{name} is ({shown}), expected ({want})"
 
     def same(a, w):
@@ -158,11 +172,16 @@ def check_floats(actual, expected: Sequence[float], name: str, *, labels: Sequen
     known = _known_mistake(values, mistakes, same)
     if known:
         raise CheckFailed(f"{msg}: {known}.")
-    whys = [f"{labels[i]} {why}" for i in wrong if (why := relation(values[i], expected[i], rtol, atol))]
+    f32 = {i: off for i in wrong if (off := _float32_off(actual[i], expected[i], rtol)) is not None}
+    whys = [f"{labels[i]} {why}" for i in wrong if i not in f32 and (why := relation(values[i], expected[i], rtol, atol))]
+    if f32:   # said once, for every entry it explains
+        which = "every entry" if len(f32) == n else ", ".join(labels[i] for i in f32)
+        whys.insert(0, f"{which} agree{'s' if len(f32) == 1 or len(f32) == n else ''} only to float32 precision (off by "
+                       f"up to {max(f32.values()):.0e}): {FLOAT32_ADVICE}")
     if not whys:   # the values shown say it: no list of "is wrong"
         raise CheckFailed(msg + ".")
-    if len(whys) < len(wrong):
-        others = len(wrong) - len(whys)
+    if len(whys) - bool(f32) < len(wrong) - len(f32):
+        others = len(wrong) - len(f32) - (len(whys) - bool(f32))
         whys.append(f"{others} other entr{'y is' if others == 1 else 'ies are'} wrong too")
     raise CheckFailed(f"{msg}: " + "; ".join(whys) + ".")
 
@@ -215,7 +234,8 @@ def check_tensor(actual, expected: torch.Tensor, name: str, *, rtol: float = 1e-
     for description, wrong in (mistakes or {}).items():
         if wrong.shape == a.shape and torch.allclose(a, wrong.to(a.dtype), rtol=rtol, atol=atol):
             raise CheckFailed(f"{msg}: {description}.")
-    if rtol < FLOAT32_DIGITS / 10 and e.numel() and torch.allclose(a, e, rtol=FLOAT32_DIGITS, atol=FLOAT32_DIGITS * e.abs().max().item()):
+    if (rtol < FLOAT32_DIGITS / 10 and e.numel() and a.dtype == torch.float64 and torch.equal(a.float().double(), a)
+            and torch.allclose(a, e, rtol=FLOAT32_DIGITS, atol=FLOAT32_DIGITS * e.abs().max().item())):
         raise CheckFailed(f"{msg}: it agrees only to float32 precision: was it computed in float32 (torch's default "
                           f"dtype, as in a buffer made by torch.zeros or torch.empty without dtype=)? Compute in "
                           f"{e.dtype}, the inputs' dtype.")

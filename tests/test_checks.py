@@ -181,11 +181,16 @@ def test_check_floats_holds_a_result_to_the_container_and_floats_its_docstring_p
 def test_a_result_off_by_float32_rounding_is_told_so_where_float64_is_promised():
     right = 0.1 + 0.2
     in_float32 = (torch.tensor(0.1) + torch.tensor(0.2)).item()
-    with pytest.raises(CheckFailed, match=r"is 0\.30000001192092896, expected 0\.30000000000000004 \(it agrees only to "
+    with pytest.raises(CheckFailed, match=r"is 0\.30000001192092896, expected 0\.30000000000000004: it agrees only to "
                                           r"float32 precision \(off by 4e-08 of itself\)"):
         check_float(in_float32, right, "q", rtol=1e-12)
-    with pytest.raises(CheckFailed, match=r"q\[0\] agrees only to float32 precision"):
-        check_floats([in_float32], [right], "q", rtol=1e-12)
+    with pytest.raises(CheckFailed) as error:   # said once, however many entries it explains
+        check_floats([in_float32, 0.5, (torch.tensor(0.4)).item()], [right, 0.5, 0.4], "q", rtol=1e-12)
+    assert str(error.value).count("float32") == 2 and ": q[0], q[2] agree only to float32 precision" in str(error.value)
+    assert "expected (0.30000000000000004, 0.5, 0.4)" in str(error.value)   # all its digits only where 6 look equal
+    with pytest.raises(CheckFailed) as error:   # an int, or a float that float32 cannot hold: not float32's doing
+        check_floats([2 ** 44 + 64], [2 ** 44], "n", rtol=0, atol=0)
+    assert "float32" not in str(error.value)
     check_float(in_float32, right, "q")   # the default tolerance promises float32's digits only
     with pytest.raises(CheckFailed) as error:   # off by more than float32 rounds: nothing said about float32
         check_float(right * (1 + 1e-5), right, "q", rtol=1e-12)

@@ -11,6 +11,11 @@ GRAD_LABELS = ("df/dx", "df/dy", "df/dz")
 EXACT = {"rtol": 1e-12, "atol": 1e-15}   # sums and products of Python floats: float64's rounding, no more
 
 
+def _near(a: float, b: float) -> bool:
+    """a != b, but close enough that an answer treating them as a tie used a tolerance."""
+    return abs(a - b) <= 1e-6 * max(1.0, abs(a), abs(b))
+
+
 
 
 # Exercise 1: circuit_grads(x, y, z) -> (df/dx, df/dy, df/dz) of f = (x + y) z.
@@ -94,9 +99,11 @@ def _gate_mistakes(op, a, b, up) -> dict:
                 "at a tie max sent the whole gradient to b; split it equally as torch.maximum does": (0.0, up),
                 "at a tie each input should get half the upstream gradient, not all of it": (up, up)}
     hi, lo = (up, 0.0) if a > b else (0.0, up)
-    return {"the gradient went to the smaller input; max routes it to the larger": (lo, hi),
-            f"a and b differ (by {abs(a - b):.1g}) but max split the gradient as at a tie: only exactly equal inputs "
-            f"tie (a == b, no tolerance)": (up / 2, up / 2),
+    split = (f"a and b differ (by {abs(a - b):.1g}) but max split the gradient as at a tie: only exactly equal inputs "
+             f"tie (a == b, no tolerance)" if _near(a, b) else
+             "max split the gradient although a and b differ: only a tie (a == b) splits it; otherwise all of it goes "
+             "to the larger input")
+    return {"the gradient went to the smaller input; max routes it to the larger": (lo, hi), split: (up / 2, up / 2),
             "the upstream gradient was not multiplied in": (1.0, 0.0) if a > b else (0.0, 1.0),
             "max passed the gradient to both inputs; it routes all of it to the larger one only": (up, up)}
 
@@ -131,8 +138,10 @@ def _second_mistakes(x, y, z, w) -> dict:
                     (2 * y, 2 * x, 2.0, 2.0)}
     big, small = (2.0, 0.0) if z > w else (0.0, 2.0)
     return {
-        f"z and w differ (by {abs(z - w):.1g}) but the max gate split the gradient as at a tie: only exactly equal "
-        f"inputs tie (z == w, no tolerance)": (2 * y, 2 * x, 1.0, 1.0),
+        (f"z and w differ (by {abs(z - w):.1g}) but the max gate split the gradient as at a tie: only exactly equal "
+         f"inputs tie (z == w, no tolerance)" if _near(z, w) else
+         "the max gate split the gradient although z and w differ: only a tie (z == w) splits it; otherwise all of "
+         "it goes to the larger input"): (2 * y, 2 * x, 1.0, 1.0),
         "the factor 2 of the last gate is missing: every gradient must be multiplied by it": (y, x, big / 2, small / 2),
         "the mul gate's inputs were not swapped: df/dx is 2y and df/dy is 2x": (2 * x, 2 * y, big, small),
         "the max gate routed the gradient to the smaller of z and w": (2 * y, 2 * x, small, big),

@@ -45,7 +45,7 @@ def _call(fn, args, x) -> dict:
             seen["autograd"] = ("no graph" if "does not require grad" in text else
                                 "second backward" if "backward through the graph a second time" in text else
                                 "not a dot product" if any(t in text for t in (
-                                    "shapes cannot be multiplied", "1D tensors expected", "only for scalar outputs",
+                                    "shapes cannot be multiplied", "1D tensors expected",
                                     "size mismatch", "inconsistent tensor size")) else None)
         else:
             seen["value"] = result
