@@ -115,6 +115,9 @@ def _answer_source(solution: str, answer: dict, where: str) -> str:
     return solution.replace(answer["old"], answer["new"])
 
 
+SETUP_SECONDS = 300   # each cell of WIRE and of the instructor's notebook, whatever an answer's limit
+
+
 class _Kernel:
     """A kernel that ran the instructor's notebook (with WIRE first), each hidden test passing its judge."""
 
@@ -130,7 +133,8 @@ class _Kernel:
     def __enter__(self):
         self.context = self.client.setup_kernel(env=self.env)
         self.context.__enter__()
-        try:
+        limit, self.client.timeout = self.client.timeout, max(self.client.timeout, SETUP_SECONDS)
+        try:   # the instructor's notebook is not an answer: a busy machine's slow imports must not cut it short
             self.run(WIRE)
             for i, cell in enumerate(self.lesson.cells):
                 self.run(f"_wire.cell = {cell.gid if cell.kind == 'test' else None!r}")
@@ -141,6 +145,8 @@ class _Kernel:
         except BaseException:
             self.__exit__(None, None, None)
             raise
+        finally:
+            self.client.timeout = limit   # each answer's cells: cell_seconds
         return self
 
     def __exit__(self, *exc):
@@ -189,7 +195,8 @@ def judge_in_kernel(notebook: Path, answers: list[dict], cell_seconds: float = 3
     correct answers (dicts with "cell" and "old"/"new" or "source"). Not the grader's: its sandbox, limits,
     kernel-measured memory and its own time; and where the grader freezes a judge's globals when the
     reference ran, here the probe and the judge read the kernel's globals after the whole notebook ran.
-    A cell past cell_seconds is interrupted (its outcome: KeyboardInterrupt); a kernel that does not
+    A cell of an answer past cell_seconds is interrupted (its outcome: KeyboardInterrupt; the instructor's
+    notebook gets SETUP_SECONDS a cell, so a busy machine cannot cut it short); a kernel that does not
     answer or dies is that answer's outcome, and a fresh kernel judges the rest. threads: the kernel's OMP_NUM_THREADS (None: as this process has it); beside
     other work, 1 (torch's threads spin, fighting over busy cores). Raises RuntimeError when the
     instructor's notebook fails or fails its own judge, or when an answer names no solution cell or a

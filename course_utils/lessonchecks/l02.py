@@ -302,7 +302,6 @@ def _judge_graph(seen, right, what, mistakes):
         "second: set every .grad in the graph to 0.0 before seeding the root, so that one backward() does not add to it")
     assert seen.get("returned") == "NoneType", (
         f"{what}: backward(root) returned an object of type {name_of(seen.get('returned'))}; the docstring says it "
-        f"returns None (it "
-        "fills in the .grad of the Values and gives nothing back)")
+        "returns None (it fills in the .grad of the Values and gives nothing back)")
 
 BACKWARD = Check("backward", _probe_backward, _judge_backward)
