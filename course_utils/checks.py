@@ -173,15 +173,15 @@ def check_floats(actual, expected: Sequence[float], name: str, *, labels: Sequen
     if known:
         raise CheckFailed(f"{msg}: {known}.")
     f32 = {i: off for i in wrong if (off := _float32_off(actual[i], expected[i], rtol)) is not None}
-    whys = [f"{labels[i]} {why}" for i in wrong if i not in f32 and (why := relation(values[i], expected[i], rtol, atol))]
+    related = {i: why for i in wrong if i not in f32 and (why := relation(values[i], expected[i], rtol, atol))}
+    whys = [f"{labels[i]} {why}" for i, why in related.items()]
     if f32:   # said once, for every entry it explains
         which = "every entry" if len(f32) == n else ", ".join(labels[i] for i in f32)
         whys.insert(0, f"{which} agree{'s' if len(f32) == 1 or len(f32) == n else ''} only to float32 precision (off by "
                        f"up to {max(f32.values()):.0e}): {FLOAT32_ADVICE}")
     if not whys:   # the values shown say it: no list of "is wrong"
         raise CheckFailed(msg + ".")
-    if len(whys) - bool(f32) < len(wrong) - len(f32):
-        others = len(wrong) - len(f32) - (len(whys) - bool(f32))
+    if others := len(wrong) - len(f32) - len(related):   # wrong, with nothing to say about them
         whys.append(f"{others} other entr{'y is' if others == 1 else 'ies are'} wrong too")
     raise CheckFailed(f"{msg}: " + "; ".join(whys) + ".")
 
