@@ -24,10 +24,16 @@ _FACTORS = (2, 3, 4, 5, 8, 10, 100, 1000)
 class CheckFailed(AssertionError):
     """A check's verdict on the learner's value. In a notebook IPython shows its message alone
     (`_render_traceback_`), not a traceback through course_utils: the message is the feedback.
-    Errors raised inside the learner's own code keep their tracebacks."""
+    Errors raised inside the learner's own code keep their tracebacks: raised directly, or, where the
+    test caught one to name the call ("f(1.0) raised ZeroDivisionError"), as this verdict's __cause__,
+    shown above it."""
 
     def _render_traceback_(self) -> list[str]:
-        return [f"Check failed: {self}"]
+        cause = []
+        if isinstance(self.__cause__, BaseException):
+            import traceback
+            cause = "".join(traceback.format_exception(self.__cause__)).rstrip("\n").split("\n") + [""]
+        return cause + [f"Check failed: {self}"]
 
 
 def _isclose(a: float, b: float, rtol: float, atol: float) -> bool:

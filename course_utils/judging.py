@@ -47,6 +47,11 @@ SEED = 0
 # notebook runs inside the grader (None in a notebook); grade() and memory_peaks() read it.
 session = None
 
+# While a visible test's probe and judge run: id of each names-tuple outcome() returned -> (that tuple,
+# the exception), so that the verdict "f(...) raised X" shows the traceback through the learner's code
+# (value_of). None otherwise: hidden tests keep no frames alive between cells.
+_causes: dict[int, tuple] | None = None
+
 
 class GradingSetupError(Exception):
     """The instructor's side is wrong: the reference fails its own judge, or a test cell is malformed."""
@@ -100,20 +105,25 @@ class Check:
         In JupyterLab, before the exercise is written, it prints the stub's one line instead of
         failing, so that Run All goes on; under nbgrader (Validate, autograde: NBGRADER_EXECUTION)
         and in the grader it fails, so an unsolved exercise is never reported as passed."""
+        global _causes
+        _causes = {}
         try:
-            got = run_probe(lambda: self.probe(answer, cases))
-        except NotImplementedError as e:
-            line = not_attempted_line(e)
-            if line is None or session is not None or os.environ.get("NBGRADER_EXECUTION"):
+            try:
+                got = run_probe(lambda: self.probe(answer, cases))
+            except NotImplementedError as e:
+                line = not_attempted_line(e)
+                if line is None or session is not None or os.environ.get("NBGRADER_EXECUTION"):
+                    raise
+                print(line)
+                return
+            try:
+                self.judge(got, want, cases)
+            except CheckFailed:
                 raise
-            print(line)
-            return
-        try:
-            self.judge(got, want, cases)
-        except CheckFailed:
-            raise
-        except AssertionError as e:  # shown as its message alone, not a traceback through course_utils
-            raise CheckFailed(str(e)) from None
+            except AssertionError as e:  # its message, after the traceback of what the learner's code raised if it did
+                raise CheckFailed(str(e)) from e.__cause__
+        finally:
+            _causes = None
         print(f"{self.name}: passed the visible test (the grader also tries other cases)")
 
     def hidden(self, answer, cases, expect: Callable[[], object] | None) -> None:
@@ -175,17 +185,23 @@ def outcome(fn: Callable, *args, **kwargs) -> dict:
     except NotImplementedError:
         raise
     except Exception as e:  # noqa: BLE001 - what was raised is the observation
-        return {"raised": tuple(c.__name__ for c in type(e).__mro__)}
+        names = tuple(c.__name__ for c in type(e).__mro__)
+        if _causes is not None:
+            _causes[id(names)] = (names, e)
+        return {"raised": names}
 
 
 def value_of(case, name: str):
     """For a judge: the value in one of `outcome`'s results (a probe may add other keys beside it),
     or an AssertionError saying that the call `name` raised (a built-in exception by its name, never
-    the learner's text)."""
+    the learner's text). In a visible test that AssertionError's __cause__ is the exception itself, so
+    the notebook shows where the learner's code raised it (CheckFailed)."""
     assert type(case) is dict and ("value" in case) != ("raised" in case), \
         f"{name}: the test's probe sent malformed results"
     if "raised" in case:
-        raise AssertionError(f"{name} raised {raised_name(case['raised'])}")
+        kept = (_causes or {}).get(id(case["raised"]))
+        raise AssertionError(f"{name} raised {raised_name(case['raised'])}") \
+            from (kept[1] if kept is not None and kept[0] is case["raised"] else None)
     return case["value"]
 
 

@@ -159,3 +159,32 @@ def test_a_failed_visible_check_shows_its_message_alone_not_a_traceback():
     with pytest.raises(CheckFailed) as failed:
         DOUBLE.visible(plus_two, [3], [6])
     assert failed.value._render_traceback_() == ["Check failed: double(3) is 5, expected 6: x + 2?"]
+
+
+def _halve_each(fn, cases):
+    return [judging.outcome(fn, x) for x in cases]
+
+
+def _judge_halves(got, want, cases):
+    for g, w, x in zip(got, want, cases):
+        assert judging.value_of(g, f"halve({x})") == w, f"halve({x}) is wrong"
+
+
+HALVE = judging.Check("halve", _halve_each, _judge_halves)
+
+
+def test_a_call_that_raised_is_named_and_shows_the_learners_traceback_in_the_visible_test_only():
+    from course_utils.checks import CheckFailed
+
+    def halve(x):
+        return 1 / (1 / x) / 2   # raises at x = 0
+
+    with pytest.raises(CheckFailed) as failed:
+        HALVE.visible(halve, [4.0, 0.0], [2.0, 0.0])
+    shown = failed.value._render_traceback_()
+    assert shown[-1] == "Check failed: halve(0.0) raised ZeroDivisionError"
+    assert "ZeroDivisionError: float division by zero" in shown and any("return 1 / (1 / x) / 2" in line for line in shown)
+    assert judging._causes is None   # nothing kept alive after the visible test
+    with pytest.raises(AssertionError, match=r"^halve\(0\.0\) raised ZeroDivisionError$") as hidden:
+        HALVE.hidden(halve, [4.0, 0.0], lambda: [2.0, 0.0])
+    assert hidden.value.__cause__ is None   # the hidden test's judge keeps no frames

@@ -5,7 +5,7 @@ literals, or the hidden test's expect()).
 """
 
 from course_utils.checks import check_floats
-from course_utils.judging import Check, MALFORMED, check_raised, raised, results
+from course_utils.judging import Check, MALFORMED, check_raised, outcome, raised, results, value_of
 
 GRAD_LABELS = ("df/dx", "df/dy", "df/dz")
 EXACT = {"rtol": 1e-12, "atol": 1e-15}   # sums and products of Python floats: float64's rounding, no more
@@ -35,11 +35,12 @@ def _circuit_mistakes(x, y, z) -> dict:
 
 def _judge_circuit_grads(got, want, cases):
     for g, w, (x, y, z) in zip(results(got, cases, "circuit_grads"), want, cases):
-        check_floats(g, w, f"circuit_grads({x}, {y}, {z})", labels=GRAD_LABELS, mistakes=_circuit_mistakes(x, y, z),
+        name = f"circuit_grads({x}, {y}, {z})"
+        check_floats(value_of(g, name), w, name, labels=GRAD_LABELS, mistakes=_circuit_mistakes(x, y, z),
                      promised=tuple, **EXACT)
 
 
-CIRCUIT_GRADS = Check("circuit_grads", lambda fn, cases: [fn(*case) for case in cases], _judge_circuit_grads)
+CIRCUIT_GRADS = Check("circuit_grads", lambda fn, cases: [outcome(fn, *case) for case in cases], _judge_circuit_grads)
 
 
 # Exercise 2: numerical_gradient(f, inputs, h=1e-5) -> central differences, inputs left unchanged.
@@ -66,17 +67,17 @@ def _probe_numerical_gradient(fn, cases):
     out = []
     for _, f, point, h in cases:
         inputs = list(point)
-        result = fn(f, inputs) if h is None else fn(f, inputs, h=h)
-        out.append({"result": result, "inputs_after": inputs})
+        result = outcome(fn, f, inputs) if h is None else outcome(fn, f, inputs, h=h)
+        out.append(result | {"inputs_after": inputs})
     return out
 
 
 def _judge_numerical_gradient(got, want, cases):
     for g, w, (label, f, point, h) in zip(results(got, cases, "numerical_gradient"), want, cases):
-        assert type(g) is dict and set(g) == {"result", "inputs_after"}, MALFORMED
+        assert type(g) is dict and "inputs_after" in g, MALFORMED
         name = f"numerical_gradient({label}, {point})" if h is None else f"numerical_gradient({label}, {point}, h={h})"
         tol, atol = (1e-6, 1e-6) if h is None else (1e-9, 1e-12)
-        check_floats(g["result"], w, name, rtol=tol, atol=atol,
+        check_floats(value_of(g, name), w, name, rtol=tol, atol=atol,
                      mistakes=_difference_mistakes(f, point, 1e-5 if h is None else h), promised=list)
         assert g["inputs_after"] == list(point), (
             f"numerical_gradient changed its inputs list from {list(point)} to {g['inputs_after']}: shift a copy")
@@ -109,14 +110,15 @@ def _gate_mistakes(op, a, b, up) -> dict:
 
 
 def _probe_gate_backward(fn, cases):
-    return {"grads": [fn(*gate) for gate in cases["gates"]],
+    return {"grads": [outcome(fn, *gate) for gate in cases["gates"]],
             "raised": [raised(fn, op, 1.0, 2.0, 1.0) for op in cases["bad_ops"]]}
 
 
 def _judge_gate_backward(got, want, cases):
     assert type(got) is dict and set(got) == {"grads", "raised"}, MALFORMED
     for g, w, (op, a, b, up) in zip(results(got["grads"], cases["gates"], "gate_backward"), want, cases["gates"]):
-        check_floats(g, w, f"gate_backward({op!r}, {a!r}, {b!r}, {up!r})", labels=("d/da", "d/db"),
+        name = f"gate_backward({op!r}, {a!r}, {b!r}, {up!r})"
+        check_floats(value_of(g, name), w, name, labels=("d/da", "d/db"),
                      mistakes=_gate_mistakes(op, a, b, up), promised=tuple, **EXACT)
     for r, op in zip(results(got["raised"], cases["bad_ops"], "gate_backward with an unknown op"), cases["bad_ops"]):
         check_raised(r, f"gate_backward({op!r}, 1.0, 2.0, 1.0)")
@@ -151,8 +153,10 @@ def _second_mistakes(x, y, z, w) -> dict:
 
 def _judge_second_circuit(got, want, cases):
     for g, w, point in zip(results(got, cases, "second_circuit_grads"), want, cases):
-        check_floats(g, w, f"second_circuit_grads{point!r}", labels=GRAD_LABELS + ("df/dw",),
+        name = f"second_circuit_grads{point!r}"
+        check_floats(value_of(g, name), w, name, labels=GRAD_LABELS + ("df/dw",),
                      mistakes=_second_mistakes(*point), promised=tuple, **EXACT)
 
 
-SECOND_CIRCUIT = Check("second_circuit_grads", lambda fn, cases: [fn(*case) for case in cases], _judge_second_circuit)
+SECOND_CIRCUIT = Check("second_circuit_grads", lambda fn, cases: [outcome(fn, *case) for case in cases],
+                       _judge_second_circuit)
