@@ -314,9 +314,9 @@ def _judge_test(lesson, reference, cell, answer, stubbed, untried, cell_errors) 
         elif answer.get("problem"):
             why = ("your code's results could not be sent to the grader: too large (over 2 million numbers), "
                    "too deeply nested, or a string of over 10,000 characters")
-        elif answer.get("error"):
-            why = (f"the test raised {answer['error']} while running your code"
-                   + (" (the visible test above the hidden ones failed, or your code raised it)" if answer["error"] == "AssertionError" else ""))
+        elif answer.get("error"):   # a probe without judging.outcome, which names the call that raised
+            why = (f"the hidden test raised {answer['error']}: your code raised it, or returned something the test "
+                   "could not read (check its type against the docstring)")
         else:
             why = "the hidden tests did not run (was the test cell changed at run time?)"
         return Outcome(0.0, points, why)
