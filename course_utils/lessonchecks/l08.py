@@ -5,6 +5,9 @@ is the right answers for them (the visible test's literals or autograd, or the h
 Arguments that the docstring says must raise are listed under "bad" and judged in the same run.
 """
 
+import math
+from fractions import Fraction
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -27,8 +30,23 @@ def _parts(got, keys) -> dict:
 
 
 
+def _argument(a) -> str:
+    """An argument as a call shows it: a float with more digits than feedback shows (10) as the fraction
+    it is, 1/3, or the short number it lies next to, math.nextafter(0.2, 0), or beside, 0.25 - 1e-12."""
+    if type(a) is not float or not math.isfinite(a) or len(repr(a).lstrip("-0.").replace(".", "")) <= 10:
+        return repr(a)
+    fraction = Fraction(a).limit_denominator(1000)
+    if float(fraction) == a:
+        return f"{fraction.numerator} / {fraction.denominator}"
+    short = float(f"{a:.10g}")
+    for toward in (0, 1):
+        if math.nextafter(short, toward) == a:
+            return f"math.nextafter({short!r}, {toward})"
+    return f"{short!r} {'-' if a < short else '+'} {abs(a - short):.1g}"
+
+
 def _call(fn: str, *args) -> str:
-    return f"{fn}({', '.join(repr(a) for a in args)})"
+    return f"{fn}({', '.join(_argument(a) for a in args)})"
 
 
 def _why_bad(name: str, value) -> str:
@@ -97,11 +115,17 @@ def _microbatch_mistakes(p, bound, right) -> dict:
     off_by_one = 1
     while (p - 1) / (off_by_one + p) > bound:
         off_by_one += 1
-    mistakes = {"the bubble formula inside is off by one: use (p-1)/(m+p-1), not (p-1)/(m+p)": off_by_one,
-                f"one micro-batch more than needed: with m = {right} the bubble (p-1)/(m+p-1) is already <= {bound} "
+    mistakes = {}
+    below = (p - 1) / (right - 1 + p - 1) if right > 1 else None
+    if below is not None and below - bound <= 1e-9 * bound:   # the bound lies a hair below the bubble at right - 1
+        mistakes[f"one micro-batch too few: at m = {right - 1} the bubble (p-1)/(m+p-1) = {below!r} is above the "
+                 f"bound, by {below - bound:.1g}: compare the bubble, computed as bubble_fraction does, with the bound "
+                 "(a closed form rounded with math.ceil can land on the wrong side of a whole number)"] = right - 1
+    mistakes |= {"the bubble formula inside is off by one: use (p-1)/(m+p-1), not (p-1)/(m+p)": off_by_one,
+                f"one micro-batch more than needed: with m = {right} the bubble (p-1)/(m+p-1) is already <= {_argument(bound)} "
                 "(a bubble equal to the bound is allowed; a float rounded up with math.ceil can also land one too high)":
                 right + 1,
-                f"one micro-batch too few: at m = {right - 1} the bubble is still above {bound}": right - 1}
+                f"one micro-batch too few: at m = {right - 1} the bubble is still above {_argument(bound)}": right - 1}
     return mistakes
 
 
