@@ -24,6 +24,7 @@ def _tolerance(x) -> tuple[float, float]:
 
 def _shape(x) -> str:
     note = "" if x.dtype == torch.float64 else f", {str(x.dtype).removeprefix('torch.')}"
+    note += "" if x.is_contiguous() else ", non-contiguous (a transpose)"
     return f"x of shape {tuple(x.shape)}{note}"
 
 
@@ -44,6 +45,7 @@ def _call(fn, args, x) -> dict:
             seen["raised"] = tuple(c.__name__ for c in type(e).__mro__)
             seen["autograd"] = ("no graph" if "does not require grad" in text else
                                 "second backward" if "backward through the graph a second time" in text else
+                                "view" if "view size is not compatible" in text else
                                 "not a dot product" if any(t in text for t in (
                                     "shapes cannot be multiplied", "1D tensors expected",
                                     "size mismatch", "inconsistent tensor size")) else None)
@@ -135,6 +137,11 @@ def _judge_hvp(got, want, cases):
                 f"{name} raised {raised_name(seen['raised'])}: a product of the gradient g with v had the wrong "
                 f"shape. For an x of {x.dim()} dimensions, g @ v is a matrix product (or fails) and torch.dot takes "
                 "1-D tensors only; the dot product g . v over every entry is (g * v).sum(), whatever x's shape")
+        if "raised" in seen and seen.get("autograd") == "view":
+            raise AssertionError(
+                f"{name} raised {raised_name(seen['raised'])}: .view() of a non-contiguous tensor (x or v is a transpose "
+                "here, which the docstring allows). Use .reshape() or .flatten(), which copy when they must, or "
+                "(g * v).sum(), which needs no reshaping")
         hv = value_of(seen, name)
         _check_caller_x(seen, name)
         _check_close(hv, w, name, mistakes,
