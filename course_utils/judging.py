@@ -32,9 +32,11 @@ cases, expect)`, which calls grade() with the same probe and judge. Validate and
 the same rules, and the learner reads two lines under the exercise instead of the checker's code.
 """
 
+import math
 import os
 import random
 from collections.abc import Callable
+from fractions import Fraction
 
 import torch
 
@@ -203,6 +205,27 @@ def value_of(case, name: str):
         raise AssertionError(f"{name} raised {raised_name(case['raised'])}") \
             from (kept[1] if kept is not None and kept[0] is case["raised"] else None)
     return case["value"]
+
+
+def argument(a) -> str:
+    """For a judge: an argument as a message shows it in a call. repr(a), but a float with more digits
+    than feedback shows (10, course_utils.grader.feedback) as the fraction it is, 1 / 3, or the short
+    number it lies next to, math.nextafter(0.2, 0), or beside, 0.25 - 1e-12."""
+    if type(a) is not float or not math.isfinite(a) or len(repr(a).lstrip("-0.").replace(".", "")) <= 10:
+        return repr(a)
+    fraction = Fraction(a).limit_denominator(1000)
+    if float(fraction) == a:
+        return f"{fraction.numerator} / {fraction.denominator}"
+    short = float(f"{a:.10g}")
+    for toward in (0, 1):
+        if math.nextafter(short, toward) == a:
+            return f"math.nextafter({short!r}, {toward})"
+    return f"{short!r} {'-' if a < short else '+'} {abs(a - short):.1g}"
+
+
+def call_name(fn: str, *args) -> str:
+    """For a judge: the call fn(args) as a message shows it, each argument by `argument`."""
+    return f"{fn}({', '.join(argument(a) for a in args)})"
 
 
 def check_raised(names, name: str, expected: str = "ValueError") -> None:

@@ -188,3 +188,14 @@ def test_a_call_that_raised_is_named_and_shows_the_learners_traceback_in_the_vis
     with pytest.raises(AssertionError, match=r"^halve\(0\.0\) raised ZeroDivisionError$") as hidden:
         HALVE.hidden(halve, [4.0, 0.0], lambda: [2.0, 0.0])
     assert hidden.value.__cause__ is None   # the hidden test's judge keeps no frames
+
+
+def test_a_call_in_a_message_shows_each_float_as_feedback_can_show_it():
+    from course_utils.grader.feedback import redact
+    assert judging.call_name("f", 2, -0.7, 1e-3, "max", True) == "f(2, -0.7, 0.001, 'max', True)"
+    for value, shown in ((1 / 3, "1 / 3"), (-2 / 7, "-2 / 7"), (0.19999999999999998, "math.nextafter(0.2, 0)"),
+                         (0.1 + 1e-15, "0.1 + 1e-15"), (0.25 - 1e-12, "0.25 - 1e-12"), (float("inf"), "inf"),
+                         (0.1, "0.1"), (1e-300, "1e-300")):
+        assert judging.argument(value) == shown
+        assert redact(f"g({shown}) is wrong", []) == f"g({shown}) is wrong"   # nothing cut by feedback's number limits
+    assert eval(judging.argument(0.19999999999999998), {"math": __import__("math")}) == 0.19999999999999998

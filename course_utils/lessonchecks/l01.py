@@ -5,7 +5,7 @@ literals, or the hidden test's expect()).
 """
 
 from course_utils.checks import check_floats
-from course_utils.judging import Check, MALFORMED, check_raised, outcome, raised, results, value_of
+from course_utils.judging import Check, MALFORMED, call_name, check_raised, outcome, raised, results, value_of
 
 GRAD_LABELS = ("df/dx", "df/dy", "df/dz")
 EXACT = {"rtol": 1e-12, "atol": 1e-15}   # sums and products of Python floats: float64's rounding, no more
@@ -35,7 +35,7 @@ def _circuit_mistakes(x, y, z) -> dict:
 
 def _judge_circuit_grads(got, want, cases):
     for g, w, (x, y, z) in zip(results(got, cases, "circuit_grads"), want, cases):
-        name = f"circuit_grads({x}, {y}, {z})"
+        name = call_name("circuit_grads", x, y, z)
         check_floats(value_of(g, name), w, name, labels=GRAD_LABELS, mistakes=_circuit_mistakes(x, y, z),
                      promised=tuple, **EXACT)
 
@@ -117,7 +117,7 @@ def _probe_gate_backward(fn, cases):
 def _judge_gate_backward(got, want, cases):
     assert type(got) is dict and set(got) == {"grads", "raised"}, MALFORMED
     for g, w, (op, a, b, up) in zip(results(got["grads"], cases["gates"], "gate_backward"), want, cases["gates"]):
-        name = f"gate_backward({op!r}, {a!r}, {b!r}, {up!r})"
+        name = call_name("gate_backward", op, a, b, up)
         check_floats(value_of(g, name), w, name, labels=("d/da", "d/db"),
                      mistakes=_gate_mistakes(op, a, b, up), promised=tuple, **EXACT)
     for r, op in zip(results(got["raised"], cases["bad_ops"], "gate_backward with an unknown op"), cases["bad_ops"]):
@@ -153,7 +153,7 @@ def _second_mistakes(x, y, z, w) -> dict:
 
 def _judge_second_circuit(got, want, cases):
     for g, w, point in zip(results(got, cases, "second_circuit_grads"), want, cases):
-        name = f"second_circuit_grads{point!r}"
+        name = call_name("second_circuit_grads", *point)
         check_floats(value_of(g, name), w, name, labels=GRAD_LABELS + ("df/dw",),
                      mistakes=_second_mistakes(*point), promised=tuple, **EXACT)
 

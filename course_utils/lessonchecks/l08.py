@@ -5,15 +5,12 @@ is the right answers for them (the visible test's literals or autograd, or the h
 Arguments that the docstring says must raise are listed under "bad" and judged in the same run.
 """
 
-import math
-from fractions import Fraction
-
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from course_utils.checks import check_float, check_tensor
-from course_utils.judging import Check, MALFORMED, check_raised, name_of, outcome, raised, results, value_of
+from course_utils.judging import Check, MALFORMED, argument, call_name, check_raised, name_of, outcome, raised, results, value_of
 from course_utils.lessonchecks.workers import judge_failure, run_cases
 
 
@@ -28,27 +25,6 @@ def _parts(got, keys) -> dict:
     return got
 
 
-
-
-def _argument(a) -> str:
-    """An argument as a call shows it: a float with more digits than feedback shows (10) as the fraction
-    it is, 1/3, or the short number it lies next to, math.nextafter(0.2, 0), or beside, 0.25 - 1e-12."""
-    if type(a) is not float or not math.isfinite(a) or len(repr(a).lstrip("-0.").replace(".", "")) <= 10:
-        return repr(a)
-    fraction = Fraction(a).limit_denominator(1000)
-    if float(fraction) == a:
-        return f"{fraction.numerator} / {fraction.denominator}"
-    short = float(f"{a:.10g}")
-    for toward in (0, 1):
-        if math.nextafter(short, toward) == a:
-            return f"math.nextafter({short!r}, {toward})"
-    return f"{short!r} {'-' if a < short else '+'} {abs(a - short):.1g}"
-
-
-def _call(fn: str, *args) -> str:
-    return f"{fn}({', '.join(_argument(a) for a in args)})"
-
-
 def _why_bad(name: str, value) -> str:
     """Why an argument that must be an int >= 1 is invalid, in the docstring's terms."""
     return f"{name} = {value!r} is " + (f"a {type(value).__name__}, not an int" if type(value) is not int else "below 1")
@@ -58,7 +34,7 @@ def _judge_raised(found, bad, fn: str, why) -> None:
     """Every bad call raised ValueError; else a message with the call and why its arguments are invalid."""
     for r, args in zip(results(found, bad, f"{fn} with invalid arguments"), bad):
         try:
-            check_raised(r, _call(fn, *args))
+            check_raised(r, call_name(fn, *args))
         except AssertionError as e:
             raise AssertionError(f"{e}: {why(*args)}") from None
 
@@ -93,7 +69,7 @@ def _judge_pairs(fn: str, kind: type, mistakes, why_bad):
     def judge(got, want, cases):
         got = _parts(got, ("values", "raised"))
         for g, right, args in zip(results(got["values"], cases["values"], fn), want, cases["values"]):
-            name = _call(fn, *args)
+            name = call_name(fn, *args)
             value = _typed(value_of(g, name), name, kind)
             if kind is int and value < 1:
                 raise AssertionError(f"{name} is {value}: a pipeline needs at least one micro-batch")
@@ -122,10 +98,10 @@ def _microbatch_mistakes(p, bound, right) -> dict:
                  f"bound, by {below - bound:.1g}: compare the bubble, computed as bubble_fraction does, with the bound "
                  "(a closed form rounded with math.ceil can land on the wrong side of a whole number)"] = right - 1
     mistakes |= {"the bubble formula inside is off by one: use (p-1)/(m+p-1), not (p-1)/(m+p)": off_by_one,
-                f"one micro-batch more than needed: with m = {right} the bubble (p-1)/(m+p-1) is already <= {_argument(bound)} "
+                f"one micro-batch more than needed: with m = {right} the bubble (p-1)/(m+p-1) is already <= {argument(bound)} "
                 "(a bubble equal to the bound is allowed; a float rounded up with math.ceil can also land one too high)":
                 right + 1,
-                f"one micro-batch too few: at m = {right - 1} the bubble is still above {_argument(bound)}": right - 1}
+                f"one micro-batch too few: at m = {right - 1} the bubble is still above {argument(bound)}": right - 1}
     return mistakes
 
 
@@ -156,7 +132,7 @@ def _shown(value) -> str:
 
 
 def _judge_split(result, params, k, best) -> None:
-    name = _call("balance_stages", params, k)
+    name = call_name("balance_stages", params, k)
     split = value_of(result, name)
     assert type(split) is list and all(type(s) is list for s in split), \
         f"{name} should be a list of lists of layer indices, got {_shown(split)}"
