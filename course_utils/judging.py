@@ -108,7 +108,7 @@ class Check:
         failing, so that Run All goes on; under nbgrader (Validate, autograde: NBGRADER_EXECUTION)
         and in the grader it fails, so an unsolved exercise is never reported as passed."""
         global _causes
-        _causes = {}
+        _causes = {} if session is None else None   # the grader's worker shows no traceback: keep no frames
         try:
             try:
                 got = run_probe(lambda: self.probe(answer, cases))
@@ -123,7 +123,8 @@ class Check:
             except CheckFailed:
                 raise
             except AssertionError as e:  # its message, after the traceback of what the learner's code raised if it did
-                raise CheckFailed(str(e)) from e.__cause__
+                learners = e.__cause__ if any(e.__cause__ is kept for _, kept in (_causes or {}).values()) else None
+                raise CheckFailed(str(e)) from learners
         finally:
             _causes = None
         print(f"{self.name}: passed the visible test (the grader also tries other cases)")
@@ -208,19 +209,32 @@ def value_of(case, name: str):
 
 
 def argument(a) -> str:
-    """For a judge: an argument as a message shows it in a call. repr(a), but a float with more digits
-    than feedback shows (10, course_utils.grader.feedback) as the fraction it is, 1 / 3, or the short
-    number it lies next to, math.nextafter(0.2, 0), or beside, 0.25 - 1e-12."""
-    if type(a) is not float or not math.isfinite(a) or len(repr(a).lstrip("-0.").replace(".", "")) <= 10:
+    """For a judge: an argument as a message shows it in a call, an expression that gives it back
+    exactly. repr(a), but a float with more significant digits than feedback shows (10, exponent digits
+    included: course_utils.grader.feedback) as the fraction it is, 1 / 3, or the short number it lies
+    next to, math.nextafter(0.2, -math.inf), or beside, 0.25 - 1e-12."""
+    if type(a) is not float or not math.isfinite(a):
+        return repr(a)
+    mantissa, _, exponent = repr(a).partition("e")
+    keep = 10 - sum(ch.isdigit() for ch in exponent)
+    if len(mantissa.lstrip("-0.").replace(".", "")) <= keep:
         return repr(a)
     fraction = Fraction(a).limit_denominator(1000)
-    if float(fraction) == a:
+    if float(fraction) == a and fraction.denominator > 1:
         return f"{fraction.numerator} / {fraction.denominator}"
-    short = float(f"{a:.10g}")
-    for toward in (0, 1):
-        if math.nextafter(short, toward) == a:
+    short = float(f"{a:.{max(1, keep - 3)}g}")   # room for the offset's digits
+    for toward in ("-math.inf", "math.inf"):
+        if math.nextafter(short, -math.inf if toward[0] == "-" else math.inf) == a:
             return f"math.nextafter({short!r}, {toward})"
-    return f"{short!r} {'-' if a < short else '+'} {abs(a - short):.1g}"
+    sign = "-" if a < short else "+"
+    for digits in range(1, 4):
+        offset = float(f"{abs(a - short):.{digits}g}")
+        if (short - offset if a < short else short + offset) == a:
+            return f"{short!r} {sign} {offset!r}"
+    mantissa, power = math.frexp(abs(a - short))
+    if mantissa == 0.5 and (short - 2.0 ** (power - 1) if a < short else short + 2.0 ** (power - 1)) == a:
+        return f"{short!r} {sign} 2.0 ** {power - 1}"
+    return repr(a)   # no short form: feedback cuts its digits
 
 
 def call_name(fn: str, *args) -> str:

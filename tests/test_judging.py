@@ -193,9 +193,34 @@ def test_a_call_that_raised_is_named_and_shows_the_learners_traceback_in_the_vis
 def test_a_call_in_a_message_shows_each_float_as_feedback_can_show_it():
     from course_utils.grader.feedback import redact
     assert judging.call_name("f", 2, -0.7, 1e-3, "max", True) == "f(2, -0.7, 0.001, 'max', True)"
-    for value, shown in ((1 / 3, "1 / 3"), (-2 / 7, "-2 / 7"), (0.19999999999999998, "math.nextafter(0.2, 0)"),
-                         (0.1 + 1e-15, "0.1 + 1e-15"), (0.25 - 1e-12, "0.25 - 1e-12"), (float("inf"), "inf"),
+    import math
+    for value, shown in ((1 / 3, "1 / 3"), (-2 / 7, "-2 / 7"), (0.19999999999999998, "math.nextafter(0.2, -math.inf)"),
+                         (2.5000000000000004, "math.nextafter(2.5, math.inf)"), (0.1 + 1e-15, "0.1 + 1e-15"),
+                         (0.1 + 1.5e-15, "0.1 + 1.5e-15"), (0.25 - 1e-12, "0.25 - 1e-12"),
+                         (1.0 + 2.0 ** -40, "1.0 + 2.0 ** -40"), (1.234567e-05, "1.234567e-05"),
                          (0.1, "0.1"), (1e-300, "1e-300")):
         assert judging.argument(value) == shown
+        assert eval(shown, {"math": math}) == value   # an expression that gives the argument back exactly
         assert redact(f"g({shown}) is wrong", []) == f"g({shown}) is wrong"   # nothing cut by feedback's number limits
-    assert eval(judging.argument(0.19999999999999998), {"math": __import__("math")}) == 0.19999999999999998
+    assert judging.argument(float("inf")) == "inf" and judging.argument(float("nan")) == "nan"
+
+
+def test_a_visible_test_chains_only_the_learners_exception_and_none_inside_the_grader(monkeypatch):
+    from course_utils.checks import CheckFailed
+
+    def halve(x):
+        return 1 / (1 / x) / 2
+
+    def judge_with_its_own_cause(got, want, cases):
+        try:
+            {}["missing"]
+        except KeyError as e:
+            raise AssertionError("the judge's own wording") from e
+
+    with pytest.raises(CheckFailed) as failed:
+        judging.Check("halve", _halve_each, judge_with_its_own_cause).visible(halve, [4.0], [2.0])
+    assert failed.value.__cause__ is None   # no traceback through course_utils
+    monkeypatch.setattr(judging, "session", object())   # the grader's worker: tracebacks go nowhere
+    with pytest.raises(CheckFailed) as failed:
+        HALVE.visible(halve, [0.0], [0.0])
+    assert failed.value.__cause__ is None and str(failed.value) == "halve(0.0) raised ZeroDivisionError"

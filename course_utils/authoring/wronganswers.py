@@ -181,7 +181,7 @@ class _Kernel:
             errors = [_error(self.run(part, by_id[f"{gid}_test"])) for part in statements(test)]
             said = self.verdict()
             judged = Judged(answer, None if said is None else feedback.redact(said, hidden) if said else "",
-                            next((e for e in errors if e), ""))
+                            next((e for e in reversed(errors) if e), ""))   # the last, as the grader's worker reports
         if _error(restored := self.run(solution, by_id[gid])):
             raise RuntimeError(f"{self.lesson.path.name}: the solution of {gid} failed when put back: {_error(restored)}")
         return judged

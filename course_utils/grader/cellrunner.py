@@ -187,7 +187,9 @@ def main(mode: str, fd: int) -> None:
             exc = None
             for part in statements(cmd["source"]) if cmd.get("resilient") else [cmd["source"]]:
                 result = shell.run_cell(part, store_history=True)
-                exc = result.error_before_exec or result.error_in_exec or exc   # the last: a test cell's hidden test
+                error = result.error_before_exec or result.error_in_exec
+                # the learner's: the last (a test cell's hidden test); the reference's: the first (the cause)
+                exc = (exc or error) if mode == "reference" else (error or exc)
             answer = {"id": cmd["id"], "error": _error_name(exc), "obs": session.obs, "problem": session.problem}
             if mode == "reference" and session.gid in session.registry:
                 answer["peak"] = session.registry[session.gid][2]   # the grader keeps the first run's

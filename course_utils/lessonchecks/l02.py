@@ -285,7 +285,7 @@ def _judge_backward(got, want, cases):
         try:
             _judge_graph(seen, right, what, {} if hint else walks)
         except AssertionError as err:
-            raise AssertionError(str(err) + hint) from None
+            raise AssertionError(str(err) + hint) from err.__cause__
 
 def _judge_graph(seen, right, what, mistakes):
     seen = value_of(seen, f"building {what} and calling backward() on it")

@@ -104,7 +104,7 @@ def _judge_shapes(got, want, cases):
                                              ("num_hiddens is a tuple", type(num_hiddens) is tuple),
                                              ("num_hiddens is empty", len(num_hiddens) == 0),
                                              (f"X_shape has {len(X_shape)} entries", len(X_shape) > 2)] if true]
-            raise CheckFailed(f"{e}" + (f" (in this call {', '.join(facts)})" if facts else "")) from None
+            raise CheckFailed(f"{e}" + (f" (in this call {', '.join(facts)})" if facts else "")) from e.__cause__
         types = case.get("types")
         assert type(actual) is dict, f"{name} should return a dict, got {type(actual).__name__}"
         assert set(actual) == set(expected), f"{name} should have the keys {sorted(expected)}, got {sorted(actual)}"

@@ -138,10 +138,11 @@ def _judge_hvp(got, want, cases):
                 f"shape. For an x of {x.dim()} dimensions, g @ v is a matrix product (or fails) and torch.dot takes "
                 "1-D tensors only; the dot product g . v over every entry is (g * v).sum(), whatever x's shape")
         if "raised" in seen and seen.get("autograd") == "view":
+            given = "" if x.is_contiguous() and v.is_contiguous() else \
+                " (x and v are transposes here, which the docstring allows)"
             raise AssertionError(
-                f"{name} raised {raised_name(seen['raised'])}: .view() of a non-contiguous tensor (x or v is a transpose "
-                "here, which the docstring allows). Use .reshape() or .flatten(), which copy when they must, or "
-                "(g * v).sum(), which needs no reshaping")
+                f"{name} raised {raised_name(seen['raised'])}: .view() of a non-contiguous tensor{given}. Use "
+                ".reshape() or .flatten(), which copy when they must, or (g * v).sum(), which needs no reshaping")
         hv = value_of(seen, name)
         _check_caller_x(seen, name)
         _check_close(hv, w, name, mistakes,

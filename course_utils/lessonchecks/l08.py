@@ -94,7 +94,7 @@ def _microbatch_mistakes(p, bound, right) -> dict:
     mistakes = {}
     below = (p - 1) / (right - 1 + p - 1) if right > 1 else None
     if below is not None and below - bound <= 1e-9 * bound:   # the bound lies a hair below the bubble at right - 1
-        mistakes[f"one micro-batch too few: at m = {right - 1} the bubble (p-1)/(m+p-1) = {below!r} is above the "
+        mistakes[f"one micro-batch too few: at m = {right - 1} the bubble (p-1)/(m+p-1) = {argument(below)} is above the "
                  f"bound, by {below - bound:.1g}: compare the bubble, computed as bubble_fraction does, with the bound "
                  "(a closed form rounded with math.ceil can land on the wrong side of a whole number)"] = right - 1
     mistakes |= {"the bubble formula inside is off by one: use (p-1)/(m+p-1), not (p-1)/(m+p)": off_by_one,
