@@ -231,8 +231,8 @@ def argument(a) -> str:
         offset = float(f"{abs(a - short):.{digits}g}")
         if (short - offset if a < short else short + offset) == a:
             return f"{short!r} {sign} {offset!r}"
-    mantissa, power = math.frexp(abs(a - short))
-    if mantissa == 0.5 and (short - 2.0 ** (power - 1) if a < short else short + 2.0 ** (power - 1)) == a:
+    fraction_part, power = math.frexp(abs(a - short))
+    if fraction_part == 0.5 and (short - 2.0 ** (power - 1) if a < short else short + 2.0 ** (power - 1)) == a:
         return f"{short!r} {sign} 2.0 ** {power - 1}"
     return repr(a)   # no short form: feedback cuts its digits
 
