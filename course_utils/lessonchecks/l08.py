@@ -88,20 +88,17 @@ BUBBLE_FRACTION = Check("bubble_fraction", _probe_pairs, _judge_pairs(
 # cases: {"values": [(p, bound)], "bad": [(p, bound)]}; want: [the right m of each "values" case].
 
 def _microbatch_mistakes(p, bound, right) -> dict:
-    off_by_one = 1
-    while (p - 1) / (off_by_one + p) > bound:
-        off_by_one += 1
     mistakes = {}
     below = (p - 1) / (right - 1 + p - 1) if right > 1 else None
     if below is not None and below - bound <= 1e-9 * bound:   # the bound lies a hair below the bubble at right - 1
         mistakes[f"one micro-batch too few: at m = {right - 1} the bubble (p-1)/(m+p-1) = {argument(below)} is above the "
                  f"bound, by {below - bound:.1g}: compare the bubble, computed as bubble_fraction does, with the bound "
                  "(a closed form rounded with math.ceil can land on the wrong side of a whole number)"] = right - 1
-    mistakes |= {"the bubble formula inside is off by one: use (p-1)/(m+p-1), not (p-1)/(m+p)": off_by_one,
-                f"one micro-batch more than needed: with m = {right} the bubble (p-1)/(m+p-1) is already <= {argument(bound)} "
+    mistakes |= {f"one micro-batch more than needed: with m = {right} the bubble (p-1)/(m+p-1) is already <= {argument(bound)} "
                 "(a bubble equal to the bound is allowed; a float rounded up with math.ceil can also land one too high)":
                 right + 1,
-                f"one micro-batch too few: at m = {right - 1} the bubble is still above {argument(bound)}": right - 1}
+                f"one micro-batch too few: at m = {right - 1} the bubble (p-1)/(m+p-1) is still above {argument(bound)} "
+                "(a closed form rounded down, or a bubble formula with m + p in the denominator, lands here)": right - 1}
     return mistakes
 
 
