@@ -121,7 +121,7 @@ def _judge_gate_backward(got, want, cases):
         check_floats(value_of(g, name), w, name, labels=("d/da", "d/db"),
                      mistakes=_gate_mistakes(op, a, b, up), promised=tuple, **EXACT)
     for r, op in zip(results(got["raised"], cases["bad_ops"], "gate_backward with an unknown op"), cases["bad_ops"]):
-        check_raised(r, f"gate_backward({op!r}, 1.0, 2.0, 1.0)")
+        check_raised(r, call_name("gate_backward", op, 1.0, 2.0, 1.0))
 
 
 GATE_BACKWARD = Check("gate_backward", _probe_gate_backward, _judge_gate_backward)

@@ -24,7 +24,7 @@ def _tolerance(x) -> tuple[float, float]:
 
 def _shape(x) -> str:
     note = "" if x.dtype == torch.float64 else f", {str(x.dtype).removeprefix('torch.')}"
-    note += "" if x.is_contiguous() else ", non-contiguous (a transpose)"
+    note += "" if x.is_contiguous() else ", non-contiguous"
     return f"x of shape {tuple(x.shape)}{note}"
 
 

@@ -10,7 +10,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from course_utils.checks import check_float, check_tensor
-from course_utils.judging import Check, MALFORMED, argument, call_name, check_raised, name_of, outcome, raised, results, value_of
+from course_utils.judging import (Check, MALFORMED, argument, call_name, check_raised, name_of, outcome, raised, results,
+                                   value_of)
 from course_utils.lessonchecks.workers import judge_failure, run_cases
 
 
