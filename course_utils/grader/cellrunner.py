@@ -34,16 +34,18 @@ READY = {"ready": True}
 
 
 def _error_name(exc: BaseException | None) -> str | None:
-    """The exception's type name if it is a built-in one ("AssertionError" for a check's verdict,
-    course_utils.checks.CheckFailed), else a generic phrase: a learner-made class name must not
-    carry text into feedback."""
+    """The name of the first built-in class the exception is an instance of ("AssertionError" for a
+    check's verdict, course_utils.checks.CheckFailed; "ValueError" for a learner's subclass of it), Exception
+    and BaseException left out, else a generic phrase: a learner-made class name must not carry text into
+    feedback."""
     if exc is None:
         return None
     import builtins
-    if type(exc) is CheckFailed:
-        return "AssertionError"
-    name = type(exc).__name__
-    return name if getattr(builtins, name, None) is type(exc) else judging.raised_name(())
+    for cls in type(exc).__mro__:
+        if issubclass(cls, BaseException) and cls not in (Exception, BaseException) \
+                and getattr(builtins, cls.__name__, None) is cls:
+            return cls.__name__
+    return judging.raised_name(())
 
 
 class Session:

@@ -53,9 +53,10 @@ def _kind(v) -> str:  # the type a probe described as {"type": name, ...}
 # Exercise 1: bfs_nodes(t) -> the class names of t's graph, breadth-first, each node once; ValueError
 # for a tensor without a grad_fn. cases: {"graphs": [(what, t)], "no_graph": [(what, t)]};
 # want: [the names, as [n.name for n in walk(t)] gives them] for the graphs.
-def _order(root, newest=False, key=lambda n: n, reverse=False, once=True, on_pop=False) -> list:
+def _order(root, newest=False, key=lambda n: n, reverse=False, once=True, on_pop=False, stop_at_none=False) -> list:
     # a mistake's traversal: a stack (newest), nodes told apart by key, children reversed, each listed
-    # as often as reached (once=False), marked seen when taken (on_pop)
+    # as often as reached (once=False), marked seen when taken (on_pop), a node's children after its
+    # first None entry left out (stop_at_none)
     seen, names, todo = set() if on_pop else {key(root)}, [], deque([root])
     while todo and len(names) < 100000:
         node = todo.pop() if newest else todo.popleft()
@@ -63,7 +64,10 @@ def _order(root, newest=False, key=lambda n: n, reverse=False, once=True, on_pop
             continue
         seen.add(key(node))
         names.append(type(node).__name__)
-        kids = [c for c, _ in node.next_functions if c is not None]
+        entries = [c for c, _ in node.next_functions]
+        if stop_at_none and None in entries:
+            entries = entries[:entries.index(None)]
+        kids = [c for c in entries if c is not None]
         for child in kids[::-1] if reverse else kids:
             if on_pop or not once or key(child) not in seen:
                 seen.add(key(child)) if not on_pop else None
@@ -81,7 +85,10 @@ def _bfs_mistakes(t) -> dict:
         ("nodes were told apart by name: different nodes of one class (several AccumulateGrad) must all be listed; "
          "keep the nodes themselves in the seen set", _order(root, key=lambda n: type(n).__name__)),
         ("the children of each node were taken in reverse order: take them in next_functions order",
-         _order(root, reverse=True))], lambda a, b: a == b)
+         _order(root, reverse=True)),
+        ("the children listed after a None entry of next_functions were left out (a break where a continue "
+         "belongs): None stands for an input that needs no gradient; skip that entry alone",
+         _order(root, stop_at_none=True))], lambda a, b: a == b)
 
 def _bfs_seen(fn, t) -> dict:
     try:
@@ -147,8 +154,18 @@ def _x_bytes(case) -> int:
     n, d, _, _, dtype, _ = _full(case)
     return n * d * torch.empty(0, dtype=dtype).element_size()
 
+def _power(k: int) -> str:
+    """k as feedback writes a size: 2**44 or 3**33 for a large power of 2 or 3, else its digits."""
+    for base in (2, 3):
+        p, rest = 0, k
+        while k >= 2 ** 20 and rest % base == 0:
+            p, rest = p + 1, rest // base
+        if k >= 2 ** 20 and rest == 1:
+            return f"{base}**{p}"
+    return str(k)
+
 def _saved_call(case) -> str:
-    sizes = ", ".join(f"2**{k.bit_length() - 1}" if k >= 2 ** 20 and k & (k - 1) == 0 else str(k) for k in case[:4])
+    sizes = ", ".join(_power(k) for k in case[:4])
     return f"predict_saved({sizes}{''.join(f', {v}' for v in case[4:5])}{''.join(f', x_requires_grad={v}' for v in case[5:])})"
 
 def _saved_mistakes(case, right) -> dict:
@@ -220,8 +237,12 @@ def _judge_saved(got, want, cases):
                                      + (" (use int(...) or //)" if type(v) is float else ""))
         if result != tuple(right):
             check_floats(result, right, what, rtol=0, atol=0, labels=LABELS, mistakes=_saved_mistakes(case, right))
-            raise AssertionError(f"{what}: " + "; ".join(  # past 2**53, floats cannot tell every int apart
-                f"{label} is {v - w:+d} from the right value" for label, v, w in zip(LABELS, result, right) if v != w))
+            rounded = all(abs(v - w) <= w * 2 ** -52 for v, w in zip(result, right))
+            raise AssertionError(f"{what}: " + "; ".join(
+                f"{label} is {v - w:+d} from the right value" for label, v, w in zip(LABELS, result, right) if v != w)
+                + ("; these numbers are past 2**53, where a float cannot hold every int: a float on the way (/, "
+                   "finfo(dtype).bits / 8, math.prod of floats) rounded them; count bytes in ints (element_size(), "
+                   "*, //)" if rounded else ""))
     for seen, case in zip(results(got["bad"], cases["bad"], "predict_saved"), cases["bad"]):
         what = _saved_call(case)
         _refused(_not_measured(seen, what, case).get("raised"), what, "a size below 1 makes no network to predict")

@@ -43,6 +43,7 @@ def _call(fn, args, x) -> dict:
         except Exception as e:  # noqa: BLE001 - what was raised is the observation
             text = str(e)
             seen["raised"] = tuple(c.__name__ for c in type(e).__mro__)
+            seen["memory"] = isinstance(e, MemoryError) or "allocate" in text
             seen["autograd"] = ("no graph" if "does not require grad" in text else
                                 "second backward" if "backward through the graph a second time" in text else
                                 "view" if "view size is not compatible" in text else
@@ -85,9 +86,14 @@ def _check_close(actual, want, name: str, mistakes: dict, approx: str) -> None:
 # Exercise 1: hvp(f, x, v) -> H v, of x's shape and dtype, without a graph; zeros when f is linear.
 # cases: [(label, f, x, v)]: label says what f is; want: [H v, a tensor of x's shape and dtype]
 
+LARGE = 4096  # an x of more entries gets no explicit Hessian here: for 10**6 entries it would hold 8 TB
+
+
 def _hvp_mistakes(f, x, v) -> tuple[dict, bool]:
-    """Known wrong answers, and whether f is linear near x (its Hessian is zero)."""
+    """Known wrong answers, and whether f is linear near x (its Hessian is zero); none for a LARGE x."""
     n, xd = x.numel(), x.detach()
+    if n > LARGE:
+        return {"this is the gradient of f, not H v: differentiate the gradient once more, along v": grad(f)(xd)}, False
     H, g = hessian(f)(xd).reshape(n, n), grad(f)(xd)
     flat = v.reshape(n)
     return {
@@ -116,6 +122,12 @@ def _judge_hvp(got, want, cases):
         name = _hvp_name(label, x)
         assert type(seen) is dict and {"x_changed", "flag_changed", "grad_changed"} <= set(seen), \
             f"{name}: {MALFORMED}"
+        if "raised" in seen and seen.get("memory") is True and x.numel() > LARGE:
+            raise AssertionError(
+                f"{name} ran out of memory ({raised_name(seen['raised'])}): it formed the Hessian, which for an x of "
+                f"{x.numel():,} entries holds {x.numel() ** 2:.0e} numbers ({x.numel() ** 2 * x.element_size() / 1e12:g} TB). "
+                "Compute H v without forming H (the docstring): one gradient with create_graph=True, then the "
+                "gradient of (g * v).sum(), or jvp(grad(f), (x,), (v,))")
         mistakes, linear = _hvp_mistakes(f, x, v)
         if "raised" in seen and seen.get("autograd") == "no graph":
             if linear:

@@ -202,12 +202,15 @@ def _rank_grads(world_size, rank, seed, kind):
 
 
 def _dp_worker(rank, world_size, recipe, seed, kind):
-    """In each worker: this rank's gradients, then the learner's average_gradients (rebuilt from recipe)."""
+    """In each worker: this rank's gradients, then the learner's average_gradients (rebuilt from recipe);
+    {"grads": each parameter's .grad after it (None where None), "returned": its result's type name, None
+    for None}."""
     from course_utils.parallel import rebuilt
     average_gradients = rebuilt(recipe)
     model = _rank_grads(world_size, rank, seed, kind)
-    average_gradients(model)
-    return [None if p.grad is None else p.grad.detach().clone() for p in model.parameters()]
+    returned = average_gradients(model)
+    return {"grads": [None if p.grad is None else p.grad.detach().clone() for p in model.parameters()],
+            "returned": None if returned is None else type(returned).__name__}
 
 
 def _probe_average(fn, cases):
@@ -222,7 +225,9 @@ def _judge_average(got, want, cases):
         if type(found) is not list:
             judge_failure(found, where, "average_gradients", KINDS[kind][1])
         assert len(found) == world_size, f"{where}: expected one result per rank"
-        for rank, grads in enumerate(found):
+        for rank, out in enumerate(found):
+            assert type(out) is dict and set(out) == {"grads", "returned"}, MALFORMED
+            grads = out["grads"]
             assert type(grads) is list and len(grads) == len(whole), f"{where}: rank {rank} returned no gradients"
             own = [p.grad for p in _rank_grads(world_size, rank, seed, kind).parameters()]
             for i, (e, g, mine) in enumerate(zip(whole, grads, own)):
@@ -241,6 +246,10 @@ def _judge_average(got, want, cases):
                         mine,
                     "the rank's own gradient was divided by the world size but never all-reduced": mine / world_size,
                     "the sum was divided by 2, not by the world size (dist.get_world_size())": e * world_size / 2})
+            if out["returned"] is not None:
+                raise AssertionError(f"{where}: average_gradients returned a {name_of(out['returned'])} on rank {rank}, "
+                                     "but it should return None: it averages each p.grad in place, and the caller "
+                                     "goes on with its own model (the docstring)")
 
 
 AVERAGE_GRADIENTS = Check("average_gradients", _probe_average, _judge_average)

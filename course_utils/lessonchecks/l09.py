@@ -18,7 +18,7 @@ from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils._pytree import tree_leaves
 
 from course_utils.checks import check_tensor
-from course_utils.judging import (Check, MALFORMED, check_raised, name_of, outcome, raised, raised_name, results,
+from course_utils.judging import (Check, MALFORMED, argument, check_raised, name_of, outcome, raised, raised_name, results,
                                   value_of)
 from course_utils.lessonchecks.workers import judge_failure, run_cases
 from course_utils.memory import _Recorder
@@ -63,8 +63,8 @@ def _call_scale(fn, values, grads_dtype, dtype):
 
 
 def _scale_call(values, grads_dtype, dtype) -> str:
-    shown = values if len(values) <= 4 else values[:3] + ["..."]
-    return f"loss_scale(tensor({shown}, dtype={grads_dtype}), torch.{dtype})"
+    shown = [argument(v) for v in values[:4 if len(values) <= 4 else 3]] + ["..."] * (len(values) > 4)
+    return f"loss_scale(tensor([{', '.join(shown)}], dtype={grads_dtype}), torch.{dtype})"
 
 
 def _judge_scale_value(result, values, grads_dtype, dtype, right) -> None:
@@ -102,10 +102,16 @@ def _judge_scale_value(result, values, grads_dtype, dtype, right) -> None:
                      f"toward zero, up to {int(k)}: round down with math.floor ({math.floor(k)})")
         elif largest > top:
             hint += ": the largest gradient alone exceeds finfo.max, so S must be below 1 (2.0 ** k with k < 0)"
+        elif got == 2 * right and math.log2(top / largest) == math.log2(got):
+            hint += (f": math.log2(finfo.max / max|g|) gives {math.log2(top / largest)!r} here, but the exact value is a "
+                     "little below it: the division and log2 rounded it to a whole number. Check the product: while "
+                     "max|g| x 2**k > finfo.max, lower k")
         elif math.isfinite(torch.tensor(largest * got, dtype=torch.float64).to(HALF[dtype]).item()):
             hint += (" (the bound is max|g| x S <= finfo.max: compare the product with it; a cast to the type rounds "
                      "values a little above it down)")
-        raise AssertionError(f"{name} is {got!r}: max|g| x S = {largest * got:.6g} exceeds torch.{dtype}'s largest "
+        product = f"{largest * got:.6g}" if f"{largest * got:.6g}" != f"{top:.6g}" else \
+            f"{top:.6g} + {largest * got - top:.3g}"
+        raise AssertionError(f"{name} is {got!r}: max|g| x S = {product} exceeds torch.{dtype}'s largest "
                              f"finite value {top:.6g}{hint}")
     if largest * got * 2 <= top:
         hint = (" (a gradient exactly at the limit, max|g| x S == finfo.max, is allowed: <=, not <)"
@@ -144,7 +150,9 @@ LOSS_SCALE = Check("loss_scale", _probe_values(_call_scale), _judge_scale)
 # and shape, the bfloat16-stored ones rounded to bfloat16; pack keeps nothing alive that the graph would free
 # (the float32 original, or its copies after the backward). cases: [(layer sizes, batch, dtype name, seed)]: a
 # Linear/GELU network and cross-entropy on a batch X that is a view, one row in, of a tensor `base`; keep is the
-# parameters and base (alive anyway). The judge holds each saved tensor to these rules; want is None.
+# parameters and base (alive anyway); a fifth element "micro": keep holds X instead of base, and the network runs
+# on a micro-batch sliced from X (its ._base is base, not X: only storages tell that it shares X's). The judge
+# holds each saved tensor to these rules; want is None.
 
 def _hooks_problem(sizes, batch, dtype, seed):
     """(network, base, X, y): Linear layers with GELU between them, in dtype; a batch X, a view one row into
@@ -185,11 +193,17 @@ def _created(call):
     return result, [[dtype, nbytes] for dtype, _, nbytes in kept], [ref for _, ref, _ in kept]
 
 
-def _probe_hooks_case(fn, sizes, batch, dtype, seed) -> dict:
+def _micro(batch: int) -> int:
+    return (batch + 1) // 2
+
+
+def _probe_hooks_case(fn, sizes, batch, dtype, seed, keeps="base") -> dict:
     """What the learner's hooks did with each tensor the graph saved: its dtype, shape, whether it shares a
     storage with keep, the tensors pack stored for it (dtype, bytes newly allocated), and unpack's result."""
     net, base, X, y = _hooks_problem(sizes, batch, dtype, seed)
-    keep = [*net.parameters(), base]
+    keep = [*net.parameters(), base if keeps == "base" else X]
+    if keeps == "micro":
+        X, y = X[:_micro(batch)], y[:_micro(batch)]   # a view of X's storage whose ._base is base
     made = outcome(fn, keep)
     if "raised" in made:
         return {"made": made}
@@ -256,7 +270,9 @@ def _judge_saved(where, i, r) -> None:
     nbytes = math.prod(r["shape"]) * torch.tensor([], dtype=getattr(torch, r["dtype"])).element_size()
     if r["kept"] or r["dtype"] != "float32":
         why = ("it shares a storage with a tensor of keep, which is alive anyway: saving it as it is costs nothing, "
-               "a copy adds memory (compare storages, t.untyped_storage().data_ptr(): W.T is a view of W)"
+               "a copy adds memory (compare storages, t.untyped_storage().data_ptr(): W.T is a view of W, a micro-batch a "
+               "view of the batch's storage; t._base names only the first tensor of a chain of views, which keep may "
+               "not hold)"
                if r["kept"] else f"it is {r['dtype']}, not float32: keep it as it is (int64 classes must stay integers, "
                                  "and a float64 or 16-bit tensor is not what the hooks shrink)")
         assert not new, f"{what}: pack stored a new {new[0][0]} copy ({new[0][1]} bytes), but {why}"
@@ -297,8 +313,10 @@ def _judge_saved(where, i, r) -> None:
 
 
 def _judge_hooks(got, want, cases):
-    for found, (sizes, batch, dtype, seed) in zip(results(got, cases, "bf16_pack_unpack"), cases):
-        where = f"a {dtype} network {'-'.join(map(str, sizes))}, batch {batch}"
+    for found, (sizes, batch, dtype, seed, *keeps) in zip(results(got, cases, "bf16_pack_unpack"), cases):
+        where = f"a {dtype} network {'-'.join(map(str, sizes))}, batch {batch}" + (
+            f", run on a micro-batch of {_micro(batch)} sliced from it, with the batch (itself a slice of a larger "
+            "tensor) in keep" if keeps == ["micro"] else "")
         assert type(found) is dict and "made" in found, MALFORMED
         if found["made"] != "ok":
             kind = value_of(found["made"], "bf16_pack_unpack(keep)")   # says what it raised, if it raised

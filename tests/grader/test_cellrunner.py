@@ -122,4 +122,11 @@ def test_a_judge_is_frozen_with_the_globals_it_had():
 def test_a_checks_verdict_is_named_as_the_assertion_it_is():
     from course_utils.checks import CheckFailed
     assert cellrunner._error_name(CheckFailed("x")) == "AssertionError"
-    assert cellrunner._error_name(type("CheckFailed", (AssertionError,), {})("x")) == judging.raised_name(())
+    assert cellrunner._error_name(type("CheckFailed", (AssertionError,), {})("x")) == "AssertionError"
+
+
+def test_a_learners_exception_class_is_named_by_its_built_in_base_never_by_its_own_name():
+    assert cellrunner._error_name(type("ShapeError", (ValueError,), {})("x")) == "ValueError"
+    assert cellrunner._error_name(type("KeyError", (Exception,), {})("x")) == judging.raised_name(())
+    assert cellrunner._error_name(type("Oops", (Exception,), {})("x")) == judging.raised_name(())
+    assert cellrunner._error_name(StopIteration()) == "StopIteration"
