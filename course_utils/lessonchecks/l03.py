@@ -236,8 +236,13 @@ def _judge_saved(got, want, cases):
                 raise AssertionError(f"{what}: {label} should be a Python int, got {name_of(type(v).__name__)}"
                                      + (" (use int(...) or //)" if type(v) is float else ""))
         if result != tuple(right):
-            check_floats(result, right, what, rtol=0, atol=0, labels=LABELS, mistakes=_saved_mistakes(case, right))
-            rounded = all(abs(v - w) <= w * 2 ** -52 for v, w in zip(result, right))
+            mistakes = _saved_mistakes(case, right)
+            if max(right) < 2 ** 53:   # floats tell these ints apart: check_floats names a mistake or the difference
+                check_floats(result, right, what, rtol=0, atol=0, labels=LABELS, mistakes=mistakes)
+            why = next((d for d, wrong in mistakes.items() if tuple(wrong) == result), None)
+            if why is not None:
+                raise AssertionError(f"{what}: {why}")
+            rounded = all(abs(v - w) <= w * 2 ** -48 for v, w in zip(result, right))   # a few roundings of a float
             raise AssertionError(f"{what}: " + "; ".join(
                 f"{label} is {v - w:+d} from the right value" for label, v, w in zip(LABELS, result, right) if v != w)
                 + ("; these numbers are past 2**53, where a float cannot hold every int: a float on the way (/, "

@@ -213,6 +213,10 @@ def _dp_worker(rank, world_size, recipe, seed, kind):
             "returned": None if returned is None else type(returned).__name__}
 
 
+RETURNED = {"Sequential", "Module", "Tensor", "Parameter", "list", "tuple", "dict", "generator", "int", "float", "bool",
+            "str"}   # types feedback may name (a learner-made class's name is no feedback's business)
+
+
 def _probe_average(fn, cases):
     """Each case: every rank's gradients after fn (None where .grad is None), or what went wrong (see
     run_cases)."""
@@ -247,9 +251,10 @@ def _judge_average(got, want, cases):
                     "the rank's own gradient was divided by the world size but never all-reduced": mine / world_size,
                     "the sum was divided by 2, not by the world size (dist.get_world_size())": e * world_size / 2})
             if out["returned"] is not None:
-                raise AssertionError(f"{where}: average_gradients returned a {name_of(out['returned'])} on rank {rank}, "
-                                     "but it should return None: it averages each p.grad in place, and the caller "
-                                     "goes on with its own model (the docstring)")
+                kind = out["returned"] if out["returned"] in RETURNED else "value"
+                raise AssertionError(f"{where}: average_gradients returned a {kind} on rank {rank}, but it should "
+                                     "return None: it changes each p.grad and returns nothing, and the caller goes on "
+                                     "with its own model (the docstring)")
 
 
 AVERAGE_GRADIENTS = Check("average_gradients", _probe_average, _judge_average)

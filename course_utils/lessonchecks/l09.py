@@ -271,8 +271,8 @@ def _judge_saved(where, i, r) -> None:
     if r["kept"] or r["dtype"] != "float32":
         why = ("it shares a storage with a tensor of keep, which is alive anyway: saving it as it is costs nothing, "
                "a copy adds memory (compare storages, t.untyped_storage().data_ptr(): W.T is a view of W, a micro-batch a "
-               "view of the batch's storage; t._base names only the first tensor of a chain of views, which keep may "
-               "not hold)"
+               "view of the batch's storage; t._base is the tensor the views started from, here a larger tensor, "
+               "not the batch in keep)"
                if r["kept"] else f"it is {r['dtype']}, not float32: keep it as it is (int64 classes must stay integers, "
                                  "and a float64 or 16-bit tensor is not what the hooks shrink)")
         assert not new, f"{what}: pack stored a new {new[0][0]} copy ({new[0][1]} bytes), but {why}"
