@@ -16,7 +16,7 @@ What notebooks import (this folder):
     checks      what visible test cells call: strict comparisons with diagnostic messages, finite differences
     judging     what hidden test cells call: grade(probe, expect, judge), raised, outcome, memory_peaks
 
-course_utils.grader: the sandboxed grader (README "Grading untrusted code"); no notebook imports it.
+course_utils.grader: the sandboxed grader (docs/grading-design.md); no notebook imports it.
 course_utils.authoring: tools for course authors (nbgrader driven from tests, `release`).
 
 Importing the package does nothing but import: call `setup(seed=...)` at the top of a notebook.

@@ -605,7 +605,7 @@ def main(argv: list[str] | None = None) -> int:
     say(f"learners: {', '.join(learners) or 'none'} (from {args.roster})")
     say(f"the course for every grader (the instructor{', teaching assistants ' + ', '.join(tas) if tas else ''}): "
         f"{service_prefix()}lab, served as {accounts.instructor} (the hub's home page: Services)"
-        f"{'; a teaching assistant works there as ' + accounts.instructor + ': trust them as that account (README)' if tas else ''}")
+        f"{'; a teaching assistant works there as ' + accounts.instructor + ': trust them as that account (docs/hub.md)' if tas else ''}")
     say(f"starting JupyterHub on {'https' if args.ssl_cert else 'http'}://{args.ip or '0.0.0.0'}:{args.port}/ "
         "(Ctrl-C stops it and every server)")
     os.chdir(state)   # JupyterHub and its proxy write their pid files and logs where they start

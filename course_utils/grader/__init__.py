@@ -1,6 +1,6 @@
 """The sandboxed grader: a submission's answers run in a sandbox, each hidden test judged outside it.
 
-No notebook imports from here (README "Grading untrusted code"). From the bottom up (an import only
+No notebook imports from here (docs/grading-design.md). From the bottom up (an import only
 ever points to a module above it in this list):
 
     cgroups       a memory, process and CPU cgroup for one worker (root)

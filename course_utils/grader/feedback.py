@@ -24,7 +24,7 @@ name (25) and a type name (40, protocol's limit) in one message. Names the expec
 (autograd nodes like MulBackward0, the keys of a right answer) are free: the judge shows them anyway.
 Both, and page(), return text that is safe to write anywhere: valid UTF-8 (no lone surrogates), no
 control characters but newlines, no bidirectional overrides.
-README "Grading untrusted code" says what is left.
+docs/grading-design.md says what is left.
 """
 
 import functools

@@ -145,7 +145,7 @@ class Hub:
             self.request(name, "DELETE", f"{server}api/terminals/{model['name']}")
 
     def instructor(self, *args: str) -> str:
-        """`nbgrader ARGS` as the instructor types it in a JupyterLab terminal of their server (README's path)."""
+        """`nbgrader ARGS` as the instructor types it in a JupyterLab terminal of their server (docs/hub.md's path)."""
         code, shown = self.terminal(self.accounts.instructor, shlex.join(["nbgrader", *args]))
         assert code == 0, f"nbgrader {' '.join(args)} in {self.accounts.instructor}'s terminal exited {code}:\n{shown[-6000:]}"
         return shown

@@ -155,7 +155,7 @@ def test_regenerating_the_release_with_force_leaves_the_learners_work_alone(seme
 
 
 def test_a_hand_score_in_formgrader_reaches_the_lms_file_made_in_the_instructors_terminal(semester, hub):
-    """README's last steps on the hub: a written answer scored by hand in Formgrader (its API, as its Submit
+    """docs/hub.md's last steps on the hub: a written answer scored by hand in Formgrader (its API, as its Submit
     button calls it), then `nbgrader export` and the LMS file in the instructor's terminal, from the roster
     that course.sh hub keeps in the course: the solved learner has every autograded point plus the hand score."""
     import csv
@@ -205,7 +205,7 @@ def test_a_learner_reads_neither_another_learners_work_nor_the_instructors_sourc
 
 
 def test_a_terminal_on_the_hub_has_the_course_and_the_sandbox_tools_and_starts_in_the_server_folder(semester, hub):
-    """README's commands work as typed in a JupyterLab terminal: nbgrader and python are the course's,
+    """docs/hub.md's commands work as typed in a JupyterLab terminal: nbgrader and python are the course's,
     util-linux's pivot_root (Debian: /usr/sbin) is found, and the instructor starts in their course."""
     said = ("printf '%s=%s %s=%s %s=%s %s=%s\\n' cwd \"$PWD\" nbgrader \"$(command -v nbgrader)\" "   # typed: no "cwd="
             "python \"$(command -v python)\" pivot_root \"$(command -v pivot_root)\"")
@@ -504,7 +504,7 @@ def test_the_hubs_log_has_no_formgrader_noise(semester, hub):
 
 
 def test_a_class_runs_the_benchmarks_path(semester, hub):
-    """benchmarks/hub_class.py's path for this hub's three learners (its figures for a class of 40: README's hub
+    """benchmarks/hub_class.py's path for this hub's three learners (its figures for a class of 40: docs/hub.md's
     section): their servers asked for at once through the REST API and waited for, the lesson
     opened in a kernel and its first two cells run through the kernel's websocket, each learner's memory read
     from their cgroup and /proc, one learner's kernel over their limit ended by the kernel's OOM killer in
@@ -529,7 +529,7 @@ def test_a_class_runs_the_benchmarks_path(semester, hub):
 
 
 def test_the_hub_starts_again_with_its_users_exchange_and_gradebook(semester, hub):
-    """What a reboot or `systemctl restart backprop-course-hub` does (README): the same command on the same
+    """What a reboot or `systemctl restart backprop-course-hub` does (docs/hub.md): the same command on the same
     state folder. Run last (the learners' servers stop with the hub). The users' tokens (the hub's database)
     still work, a learner's server starts again, nbgrader lists their submission with its feedback in the
     exchange and in their home, and the instructor's gradebook holds the same scores."""
