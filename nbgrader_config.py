@@ -67,8 +67,11 @@ c.Autograde.sanitize_preprocessors = [SanitizeSubmission, ClearOutput, Deduplica
 c.Autograde.autograde_preprocessors = [HardenedExecute, IgnorePattern, ClearMetadataPreprocessor, LimitOutput,
                                        SaveAutoGrades, SaveReasons, AssignLatePenalties, CheckCellMetadata]
 # Time limits count the learner's code's own time, not the wall clock of a busy machine; their
-# defaults (per cell, per notebook) are course_utils.grader.worker.Limits'. Where the
-# machine cannot give the sandbox, grading stops; to accept resource limits only there:
+# defaults are course_utils.grader.worker.Limits' (docs/instructors.md lists every limit). Set here, above
+# validate_like_grading(c) below, the limit per cell is Validate's too:
+# c.HardenedExecute.cell_seconds = 60
+# c.HardenedExecute.notebook_seconds = 600
+# Where the machine cannot give the sandbox, grading stops; to accept resource limits only there:
 # c.HardenedExecute.sandbox = "optional"
 # Late work: nbgrader's own late-penalty plugin (nbgrader.plugins.LateSubmissionPlugin, run by
 # AssignLatePenalties above). nbgrader 0.9 keeps a lesson's due date in the gradebook, not here: set it with
