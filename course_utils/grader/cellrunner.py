@@ -129,17 +129,18 @@ def _frozen(fn):
 
 
 def _limit_self() -> None:
-    """Apply the limits the grader passed in COURSE_LIMITS (address space, CPU seconds, file size,
-    open files, processes or 0): soft = hard, so the code that runs next cannot raise them."""
+    """Apply the limits the grader passed in COURSE_LIMITS, a JSON object by name (course_utils.grader.worker:
+    address_space, file_bytes, open_files, cpu_seconds and processes, the last two null where not set):
+    soft = hard, so the code that runs next cannot raise them."""
     import resource
     values = os.environ.pop("COURSE_LIMITS", "")
     if not values:
         return
-    memory, cpu, fsize, nofile, nproc = (int(v) for v in values.split(","))
-    wanted = [(resource.RLIMIT_AS, memory), (resource.RLIMIT_FSIZE, fsize),
-              (resource.RLIMIT_NOFILE, nofile), (resource.RLIMIT_CORE, 0)]
-    wanted += [(resource.RLIMIT_CPU, cpu)] if cpu else []      # 0: the reference, which judges a whole class
-    wanted += [(resource.RLIMIT_NPROC, nproc)] if nproc else []  # 0: not sandboxed
+    given = json.loads(values)
+    wanted = [(resource.RLIMIT_AS, given["address_space"]), (resource.RLIMIT_FSIZE, given["file_bytes"]),
+              (resource.RLIMIT_NOFILE, given["open_files"]), (resource.RLIMIT_CORE, 0)]
+    wanted += [(resource.RLIMIT_CPU, given["cpu_seconds"])] if given["cpu_seconds"] else []   # null: the reference,
+    wanted += [(resource.RLIMIT_NPROC, given["processes"])] if given["processes"] else []     # null: not sandboxed
     for which, value in wanted:
         try:
             resource.setrlimit(which, (value, value))

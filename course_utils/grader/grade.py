@@ -32,6 +32,7 @@ autograde LESSON` uses this module through course_utils.grader.preprocessors (se
 
 import atexit
 import contextlib
+import enum
 import threading
 import time
 from dataclasses import astuple, dataclass, field
@@ -82,7 +83,7 @@ class Reference:
             except Overloaded as e:
                 self.worker.kill()
                 why = e
-        raise RuntimeError(f"{self.lesson.path}: {OVERLOADED}: the reference run could not finish ({why})")
+        raise ReferenceOverloaded(f"{self.lesson.path}: {OVERLOADED}: the reference run could not finish ({why})")
 
     def _run(self) -> None:
         lesson, limits = self.lesson, self.limits
@@ -91,7 +92,7 @@ class Reference:
         for i, cell in enumerate(lesson.cells):
             try:
                 answer = self.worker.send({"op": "cell", "id": i, "gid": cell.gid, "source": cell.source},
-                                          timeout=limits.cell_seconds * 5)
+                                          timeout=limits.cell_seconds * limits.reference_cell_factor)
             except Overloaded:
                 raise
             except WorkerDied as e:
@@ -141,7 +142,12 @@ class Reference:
 # ---------------------------------------------------------------------------------------------
 # Grading one submission
 
+# What the learner reads; decisions are taken on Status, never on these words (tests/grader/test_grade.py
+# rewords every one and grades to the same scores and statuses).
 OVERLOADED = "not graded: the grading machine was overloaded, grade again"
+NOT_ATTEMPTED = "not attempted"
+NOTEBOOK_TIME = "the whole notebook ran past its time limit of {seconds:.0f} s"
+GRADER_FAILED = "not graded: the grader failed on this submission ({error}); tell your instructor"
 RETRIES = 2   # further tries, from a fresh worker, for what the machine (not the learner's code) kept from finishing
 COLD_BYTES = 16 * 2 ** 20   # files read into the page cache by the reference's first run that make it run again
 
@@ -151,11 +157,24 @@ OWN_PROCESS = ("this exercise is judged in your own process: your code tried to 
                "refuses; compute the answer in the function itself, and end every thread you start before its cell ends")
 
 
+class Status(enum.Enum):
+    """What happened to a test, which decides what the commands do with it (messages are for people)."""
+    GRADED = "graded"                 # its test ran and was judged (full marks or not), or the code it tests failed
+    NOT_ATTEMPTED = "not attempted"   # the exercise still holds its stub, or its answer cell is missing
+    NOT_GRADED = "not graded"         # the submission ran past its whole-notebook limit, or the grader failed on it: 0
+    OVERLOADED = "overloaded"         # the machine, not the learner's code, kept it from being graded: no score
+
+
+class ReferenceOverloaded(RuntimeError):
+    """The machine kept the lesson's reference run from finishing: nothing can be graded; grade again."""
+
+
 @dataclass
 class Outcome:
     score: float
     points: float
     message: str            # empty when full marks; otherwise why, in a learner's words
+    status: Status = Status.GRADED
 
 
 @dataclass
@@ -180,7 +199,7 @@ class Result:
     def overloaded(self) -> bool:
         """True when the grader could not finish through no fault of the learner's code: the scores
         are not a grade, and the command that graded it exits non-zero (grade it again)."""
-        return any(o.message.startswith(OVERLOADED) for o in self.outcomes.values())
+        return any(o.status is Status.OVERLOADED for o in self.outcomes.values())
 
 
 class _NotTheLearners(Exception):
@@ -201,7 +220,7 @@ def grade_answers(lesson: Lesson, reference: Reference, answers: dict[str, str],
             return result
         except _NotTheLearners as e:
             why = str(e)
-    outcomes = {t.gid: Outcome(0.0, t.points, f"{OVERLOADED} ({why})") for t in lesson.tests}
+    outcomes = {t.gid: Outcome(0.0, t.points, f"{OVERLOADED} ({why})", Status.OVERLOADED) for t in lesson.tests}
     return Result(student, lesson.name, outcomes, list(notes or []), time.monotonic() - start)
 
 
@@ -211,9 +230,8 @@ def _grade_once(lesson, reference, answers, notes, student, limits, slot) -> Res
     outcomes: dict[str, Outcome] = {}
     stubbed: dict[str, str] = {}   # answer gid -> why it was replaced by the stub
     untried = {gid for gid, src in answers.items() if src.strip().endswith(STUB) or not src.strip()}
+    untried |= {c.gid for c in lesson.answers} - set(answers)   # a missing answer cell: the stub runs in its place
     unmeasured = "the memory cgroup of this submission could not be made: its memory was not measured by the kernel"
-    for gid in {c.gid for c in lesson.answers} - set(answers):
-        stubbed[gid] = "not attempted"
 
     def source_of(cell: Cell) -> str:
         if cell.gid in stubbed:
@@ -235,7 +253,7 @@ def _grade_once(lesson, reference, answers, notes, student, limits, slot) -> Res
                     source = cell.source
                 left = limits.notebook_seconds - own - worker.own_seconds
                 if left <= 0:
-                    died = (i, f"the whole notebook ran past its time limit of {limits.notebook_seconds:.0f} s")
+                    died = (i, NOTEBOOK_TIME.format(seconds=limits.notebook_seconds), True)
                     break
                 if time.monotonic() - start > limits.notebook_seconds * BACKSTOP:
                     raise _NotTheLearners(f"the notebook took {time.monotonic() - start:.0f} s on the clock")
@@ -257,11 +275,11 @@ def _grade_once(lesson, reference, answers, notes, student, limits, slot) -> Res
                 except Overloaded as e:
                     raise _NotTheLearners(f"in cell {i + 1}, {e}") from None
                 except WorkerDied as e:
-                    died = (i, f"{e}; {OWN_PROCESS}" if refused else str(e))
+                    died = (i, f"{e}; {OWN_PROCESS}" if refused else str(e), False)
                     break
                 answer["refused"] = refused is True
                 if answer.get("id") != i:
-                    died = (i, "the grader got an answer for another cell")
+                    died = (i, "the grader got an answer for another cell", False)
                     break
                 answer["error"] = _shown_error(answer.get("error"))
                 if cell.kind == "answer" and answer["error"]:
@@ -271,14 +289,15 @@ def _grade_once(lesson, reference, answers, notes, student, limits, slot) -> Res
             own += worker.own_seconds
         if died is None:
             break
-        i, why = died
+        i, why, whole_notebook = died
         cell = lesson.cells[i]
         blamed = cell.exercise if cell.kind == "test" else (cell.gid if cell.kind == "answer" else last_answer)
         if blamed is None:   # the lesson's own cells, before any of the learner's code ran
             raise _NotTheLearners(f"the lesson's cell {i + 1} failed before any answer ran: {why}")
-        if "whole notebook" in why or blamed in stubbed:
+        if whole_notebook or blamed in stubbed:
             for test in lesson.tests:
-                outcomes.setdefault(test.gid, Outcome(0.0, test.points, f"not graded: {why} (in cell {i + 1})"))
+                outcomes.setdefault(test.gid, Outcome(0.0, test.points, f"not graded: {why} (in cell {i + 1})",
+                                                      Status.NOT_GRADED))
             break
         stubbed[blamed] = why
         for test in lesson.tests:
@@ -291,8 +310,9 @@ def _grade_once(lesson, reference, answers, notes, student, limits, slot) -> Res
 
 def failed(lesson: Lesson, student: str, notes: list[str], error: BaseException) -> Result:
     """A submission the grader itself failed on: 0 for every test, with the reason, in the report."""
-    why = f"not graded: the grader failed on this submission ({type(error).__name__}); tell your instructor"
-    return Result(student, lesson.name, {t.gid: Outcome(0.0, t.points, why) for t in lesson.tests}, notes)
+    why = GRADER_FAILED.format(error=type(error).__name__)
+    return Result(student, lesson.name, {t.gid: Outcome(0.0, t.points, why, Status.NOT_GRADED) for t in lesson.tests},
+                  notes)
 
 
 def _shown_error(name) -> str | None:
@@ -304,8 +324,10 @@ def _shown_error(name) -> str | None:
 def _judge_test(lesson, reference, cell, answer, stubbed, untried, cell_errors) -> Outcome:
     points = cell.points
     ex = cell.exercise
-    if ex in stubbed or ex in untried:
-        return Outcome(0.0, points, "not attempted" if ex in untried or stubbed[ex] == "not attempted" else stubbed[ex])
+    if ex in untried:
+        return Outcome(0.0, points, NOT_ATTEMPTED, Status.NOT_ATTEMPTED)
+    if ex in stubbed:
+        return Outcome(0.0, points, stubbed[ex])
     if answer.get("refused"):   # counted by the kernel, outside the learner's process
         return Outcome(0.0, points, OWN_PROCESS)
     if answer.get("obs") is None:

@@ -31,6 +31,7 @@ from course_utils.grader.lessonfile import MAX_SUBMISSION_BYTES, Lesson, load_le
 from course_utils.grader.reports import BadInput, check_out, clean, clean_name, shown, write_reports, written_note
 from course_utils.grader.review import review
 from course_utils.grader.capabilities import SandboxUnavailable
+from course_utils.grader.grade import ReferenceOverloaded
 from course_utils.grader.rootworker import check_sandbox
 from course_utils.grader.worker import Limits
 
@@ -41,10 +42,6 @@ if TYPE_CHECKING:
 
 EXIT_BAD_INPUT = 2     # nothing graded, nothing written
 EXIT_OVERLOADED = 3    # written, but some submissions were not graded: grade them again
-
-
-class ReferenceOverloaded(Exception):
-    """The machine kept the lesson's reference run from finishing: nothing graded, grade again."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -137,7 +134,7 @@ def grade_answers(*args, **kwargs) -> Result:
 
 
 def grade_submissions(lesson: Lesson, submissions: dict[str, Path], jobs: int, limits: Limits) -> list[Result]:
-    from course_utils.grader.grade import OVERLOADED, Reference, failed
+    from course_utils.grader.grade import Reference, failed
     limits = limits.shared_by(min(jobs, len(submissions)))   # the reference too: its peaks compare with the learners'
     try:
         if warning := check_sandbox(limits):   # fails closed: no learner's code without the sandbox unless asked
@@ -146,9 +143,9 @@ def grade_submissions(lesson: Lesson, submissions: dict[str, Path], jobs: int, l
         raise BadInput(f"nothing graded: {e}") from None
     try:
         reference = Reference(lesson, limits)
+    except ReferenceOverloaded as e:   # the machine's doing: nothing graded, grade again (exit 3)
+        raise ReferenceOverloaded(_one_line(e)) from None
     except RuntimeError as e:
-        if OVERLOADED in str(e):
-            raise ReferenceOverloaded(_one_line(e)) from None
         raise BadInput(f"the reference run of {lesson.name} failed, nothing graded: {' '.join(clean(e).split())}") from None
     try:
         def one(item):

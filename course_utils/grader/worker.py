@@ -67,7 +67,11 @@ class Limits:
     cores (a cell may use cell_seconds * cpus CPU seconds); threads is torch's thread pool in it
     (OMP_NUM_THREADS; None: the grading process's OMP_NUM_THREADS, else 2; see shared_by). sandbox:
     "required" (a learner's worker never runs without the namespaces where the machine cannot give
-    them: SandboxUnavailable) or "optional" (the instructor accepts limits only there)."""
+    them: SandboxUnavailable) or "optional" (the instructor accepts limits only there).
+    reference_cell_factor: the reference run (the instructor's notebook, demonstrations included) may
+    take this many times cell_seconds per cell. A learner's worker may use notebook_seconds * cpus
+    CPU seconds in all (RLIMIT_CPU). A command held up past workerclock.BACKSTOP times its limit on
+    the wall clock is the machine's doing: graded again, never scored."""
     cell_seconds: float = 60
     notebook_seconds: float = 600
     memory_bytes: int = 6 * 2 ** 30
@@ -78,6 +82,7 @@ class Limits:
     cpus: float = 2
     threads: int | None = None
     sandbox: str = "required"
+    reference_cell_factor: float = 5
 
     def __post_init__(self):
         if self.threads is None:
@@ -241,10 +246,11 @@ class Worker:
                 self.peak = None
             # The runner sets these limits on itself before it runs anything (no preexec_fn: the
             # grader starts workers from several threads).
-            env["COURSE_LIMITS"] = ",".join(str(int(v)) for v in (
-                limits.memory_bytes, limits.notebook_seconds * 2 if self.mode == "learner" else 0,
-                limits.file_bytes, limits.open_files,
-                limits.processes if sandboxed else 0))
+            env["COURSE_LIMITS"] = json.dumps({   # by name: course_utils.grader.cellrunner._limit_self
+                "address_space": int(limits.memory_bytes), "file_bytes": int(limits.file_bytes),
+                "open_files": int(limits.open_files),
+                "cpu_seconds": int(limits.notebook_seconds * limits.cpus) if self.mode == "learner" else None,
+                "processes": int(limits.processes) if sandboxed else None})
             self.proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
                                          stderr=subprocess.DEVNULL, pass_fds=(write_fd,), cwd=self._tmp, env=env,
                                          start_new_session=True)

@@ -25,7 +25,7 @@ from typing import NamedTuple
 
 import nbformat
 import pytest
-from corpus._notebook import FIXTURE, FULL, OK, ROOT, cell_of, dumps, fixture_course, notebook
+from corpus._notebook import FIXTURE, FULL, OK, ROOT, SCALE_OK, cell_of, dumps, fixture_course, notebook
 
 from course_utils.authoring import nbgrader_cli
 from course_utils.grader import grade, lessonfile
@@ -461,9 +461,11 @@ def test_a_test_cell_without_grade_stops_grading(tmp_path):
         grade.Reference(lessonfile.load_lesson(bad), LIMITS)
 
 
-def test_a_limit_hit_in_the_lessons_own_cells_is_never_the_learners_zero():
+def test_a_limit_hit_in_the_lessons_own_cells_is_never_the_learners_zero(monkeypatch):
     """The lesson's import cell running past the limit (as on a machine too busy to start Python)
-    is graded again, then reported as not graded for the machine's sake, never as a score."""
+    is graded again, then reported as not graded for the machine's sake, never as a score: by its
+    status, whatever the message says (reworded here)."""
+    monkeypatch.setattr(grade, "OVERLOADED", _reworded(grade.OVERLOADED))
     lesson = lessonfile.load_lesson(FIXTURE)
     reference = grade.Reference(lesson, LIMITS)
     try:
@@ -473,6 +475,7 @@ def test_a_limit_hit_in_the_lessons_own_cells_is_never_the_learners_zero():
     finally:
         reference.close()
     assert result.overloaded, result.outcomes
+    assert {o.status for o in result.outcomes.values()} == {grade.Status.OVERLOADED}
     for o in result.outcomes.values():
         assert o.score == 0 and o.message.startswith(grade.OVERLOADED) and "before any answer ran" in o.message, o.message
 
@@ -528,3 +531,58 @@ def test_a_shared_reference_ends_once_no_grading_has_used_it_for_a_while(monkeyp
     assert proc.poll() is not None and first.worker.proc is None, "idle for REFERENCE_IDLE_SECONDS: its worker ends"
     with grade.reference_for(FIXTURE, LIMITS) as fresh:
         assert fresh is not first and fresh.worker.proc.poll() is None
+
+
+# --- decisions on data, not on words ---------------------------------------------------------------
+# Every grading decision is taken on Outcome.status (and exception types), never on a message's words:
+# with every message of course_utils.grader.grade reworded, the cases that take each decision grade to the
+# same scores and statuses. Cases: not attempted (an untouched notebook, a missing answer cell), a worker
+# that died (its answer stubbed, the lesson run again), a crash in a later cell, a wrong and a right answer,
+# and a submission that runs past its whole-notebook limit (every test not graded).
+REWORDED_CASES = ["untouched", "answer_cell_renamed", "os_exit_in_an_answer_cell", "crash_in_a_later_answer_cell",
+                  "wrong_answer", "solved"]
+SLEEPS = notebook(fx_scale="import time\ntime.sleep(60)\n" + SCALE_OK)   # past a notebook limit of 12 s, own time
+
+
+def _reworded(text: str) -> str:
+    return "REWORDED " + " ".join(reversed(text.split(" ")))
+
+
+def test_grading_decides_on_statuses_not_on_message_words(graded, tmp_path):
+    results, _ = graded
+    lesson = lessonfile.load_lesson(FIXTURE)
+    short = Limits(**{**vars(LIMITS), "notebook_seconds": 12})
+
+    class RewordedOutcome(grade.Outcome):
+        def __post_init__(self):
+            self.message = _reworded(self.message) if self.message else ""
+
+    def one(item):
+        slot, (name, data, limits) = item
+        answers, notes = lessonfile.read_answers(data, lesson)
+        return name, grade.grade_answers(lesson, reference, answers, notes, name, limits, slot=slot)
+
+    todo = [(name, CORPUS[name].data(tmp_path), LIMITS) for name in REWORDED_CASES]
+    todo.append(("past the notebook limit", dumps(SLEEPS), short))
+    with pytest.MonkeyPatch.context() as mp:
+        for name in ("OVERLOADED", "NOT_ATTEMPTED", "NOTEBOOK_TIME", "GRADER_FAILED", "OWN_PROCESS"):
+            mp.setattr(grade, name, _reworded(getattr(grade, name)))
+        mp.setattr(grade, "Outcome", RewordedOutcome)
+        reference = grade.Reference(lesson, LIMITS)
+        try:
+            with ThreadPoolExecutor(max_workers=2) as pool:
+                reworded = dict(pool.map(one, enumerate(todo)))
+        finally:
+            reference.close()
+        failed = grade.failed(lesson, "ada", [], RecursionError())
+    for name in REWORDED_CASES:   # the same scores and statuses as the corpus graded with the plain words
+        got, want = reworded[name], results[name]
+        assert all(o.message.startswith("REWORDED") for o in got.outcomes.values() if o.message), name
+        assert {g: (o.score, o.status) for g, o in got.outcomes.items()} == \
+               {g: (o.score, o.status) for g, o in want.outcomes.items()}, name
+    statuses = {name: [o.status for o in r.outcomes.values()] for name, r in reworded.items()}
+    assert set(statuses["untouched"]) == {grade.Status.NOT_ATTEMPTED}
+    assert grade.Status.NOT_ATTEMPTED in statuses["answer_cell_renamed"]
+    late = reworded["past the notebook limit"]
+    assert late.score == 0 and statuses["past the notebook limit"][1:] == [grade.Status.NOT_GRADED] * 2, late.outcomes
+    assert {o.status for o in failed.outcomes.values()} == {grade.Status.NOT_GRADED} and not failed.overloaded

@@ -18,7 +18,7 @@ import nbformat
 import pytest
 
 from course_utils.grader import gradefolder, grade, lessonfile, reports
-from course_utils.grader.grade import OVERLOADED, Outcome, Result
+from course_utils.grader.grade import OVERLOADED, Outcome, Result, Status
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests" / "fixtures" / "99-fixture" / "99-fixture.ipynb"
@@ -288,7 +288,7 @@ def test_overloaded_submissions_are_written_and_exit_3(tmp_path, monkeypatch, ca
     def overloaded(student, result):
         if student == "eve":
             for gid, o in result.outcomes.items():
-                result.outcomes[gid] = Outcome(0.0, o.points, f"{OVERLOADED} (cell 1 ran past its limit)")
+                result.outcomes[gid] = Outcome(0.0, o.points, f"{OVERLOADED} (cell 1 ran past its limit)", Status.OVERLOADED)
         return result
     stub_grading(monkeypatch, overloaded)
     write_class(tmp_path / "out")
