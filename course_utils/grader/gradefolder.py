@@ -223,13 +223,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     out = Path(args.out)
     try:
-        lesson = read_lesson(lesson_source(args.lesson, Path(args.course)))
-        submissions = check_folder(Path(args.folder), lesson.name)
-        check_out(out, lesson)
-        results = grade_submissions(lesson, submissions, args.jobs,
-                                    Limits(cell_seconds=args.cell_seconds, notebook_seconds=args.notebook_seconds,
-                                           sandbox=args.sandbox))
-        write_reports(results, lesson, out)
+        source = lesson_source(args.lesson, Path(args.course))
+        results = grade_folder(source, Path(args.folder), out, args.jobs,
+                               Limits(cell_seconds=args.cell_seconds, notebook_seconds=args.notebook_seconds,
+                                      sandbox=args.sandbox))
+        lesson = read_lesson(source)   # its written answers, for the summary
     except BadInput as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
