@@ -215,7 +215,7 @@ def grade_answers(lesson: Lesson, reference: Reference, answers: dict[str, str],
     start = time.monotonic()
     for _ in range(1 + RETRIES):
         try:
-            result = _grade_once(lesson, reference, answers, list(notes or []), student, limits, slot)
+            result = _Grading(lesson, reference, answers, list(notes or []), student, limits, slot).result()
             result.seconds = time.monotonic() - start
             return result
         except _NotTheLearners as e:
@@ -224,88 +224,130 @@ def grade_answers(lesson: Lesson, reference: Reference, answers: dict[str, str],
     return Result(student, lesson.name, outcomes, list(notes or []), time.monotonic() - start)
 
 
-def _grade_once(lesson, reference, answers, notes, student, limits, slot) -> Result:
-    start = time.monotonic()
-    own = 0.0   # the workers' own time (course_utils.grader.workerclock): what the notebook's limit counts
-    outcomes: dict[str, Outcome] = {}
-    stubbed: dict[str, str] = {}   # answer gid -> why it was replaced by the stub
-    untried = {gid for gid, src in answers.items() if src.strip().endswith(STUB) or not src.strip()}
-    untried |= {c.gid for c in lesson.answers} - set(answers)   # a missing answer cell: the stub runs in its place
-    unmeasured = "the memory cgroup of this submission could not be made: its memory was not measured by the kernel"
+class _CellFailed(Exception):
+    """The worker died (or answered for another cell) while a cell ran: why, in the learner's words."""
 
-    def source_of(cell: Cell) -> str:
-        if cell.gid in stubbed:
-            return STUB
-        return answers.get(cell.gid, STUB)
 
-    while True:
-        last_answer, died = None, None
-        cell_errors: dict[str, str] = {}
-        with learner_worker(limits, slot=slot) as worker:
-            if worker.peak is None and measures_memory() and unmeasured not in notes:
-                notes.append(unmeasured)
-            for i, cell in enumerate(lesson.cells):
-                if cell.kind == "answer":
-                    source, last_answer = source_of(cell), cell.gid
-                elif cell.kind == "test":
-                    source = learner_version(cell.source)
-                else:
-                    source = cell.source
-                left = limits.notebook_seconds - own - worker.own_seconds
-                if left <= 0:
-                    died = (i, NOTEBOOK_TIME.format(seconds=limits.notebook_seconds), True)
-                    break
-                if time.monotonic() - start > limits.notebook_seconds * BACKSTOP:
-                    raise _NotTheLearners(f"the notebook took {time.monotonic() - start:.0f} s on the clock")
-                own_process = cell.kind == "test" and not lesson.probes_start_processes
-                refused = strays = None
-                try:
+@dataclass
+class _Stop:
+    """Why a pass over the lesson ended before its last cell."""
+    cell: int                 # the index of the cell that was running, or due to run
+    why: str                  # in the learner's words
+    whole_notebook: bool      # the notebook's time limit is spent: nothing more can run
+    last_answer: str | None   # the grade id of the last answer cell the pass reached
+
+
+UNMEASURED = "the memory cgroup of this submission could not be made: its memory was not measured by the kernel"
+
+
+@dataclass
+class _Grading:
+    """One submission graded once: passes over the lesson, each in a fresh worker; an answer whose code
+    ended a pass is replaced by the stub for the next, so the other exercises are graded."""
+    lesson: Lesson
+    reference: Reference
+    answers: dict[str, str]
+    notes: list[str]
+    student: str
+    limits: Limits
+    slot: int
+    start: float = field(default_factory=time.monotonic)
+    own: float = 0.0   # the workers' own time (course_utils.grader.workerclock): what the notebook's limit counts
+    outcomes: dict[str, Outcome] = field(default_factory=dict)
+    stubbed: dict[str, str] = field(default_factory=dict)   # answer gid -> why it was replaced by the stub
+    untried: set[str] = field(default_factory=set)           # answer gids that hold the stub, or are missing
+
+    def __post_init__(self):
+        self.untried = {gid for gid, src in self.answers.items() if src.strip().endswith(STUB) or not src.strip()}
+        self.untried |= {c.gid for c in self.lesson.answers} - set(self.answers)   # the stub runs in their place
+
+    def result(self) -> Result:
+        while (stop := self._pass()) is not None and self._blame(stop):
+            pass
+        ordered = {t.gid: self.outcomes[t.gid] for t in self.lesson.tests}
+        return Result(self.student, self.lesson.name, ordered, self.notes, time.monotonic() - self.start)
+
+    def _source(self, cell: Cell) -> str:
+        if cell.kind == "answer":
+            return STUB if cell.gid in self.stubbed else self.answers.get(cell.gid, STUB)
+        return learner_version(cell.source) if cell.kind == "test" else cell.source
+
+    def _pass(self) -> _Stop | None:
+        """The lesson run once in a fresh worker, each test cell judged as it ends; None once every cell ran."""
+        last_answer, cell_errors = None, {}
+        with learner_worker(self.limits, slot=self.slot) as worker:
+            try:
+                if worker.peak is None and measures_memory() and UNMEASURED not in self.notes:
+                    self.notes.append(UNMEASURED)
+                for i, cell in enumerate(self.lesson.cells):
+                    last_answer = cell.gid if cell.kind == "answer" else last_answer
+                    left = self.limits.notebook_seconds - self.own - worker.own_seconds
+                    if left <= 0:
+                        return _Stop(i, NOTEBOOK_TIME.format(seconds=self.limits.notebook_seconds), True, last_answer)
+                    if time.monotonic() - self.start > self.limits.notebook_seconds * BACKSTOP:
+                        raise _NotTheLearners(f"the notebook took {time.monotonic() - self.start:.0f} s on the clock")
                     try:
-                        if own_process:   # before the peak's reset: what the killed processes held is not counted
-                            strays = worker.forbid_processes() and cell.exercise in lesson.judged_in_one_thread
-                        if cell.kind == "test" and worker.peak is not None:   # garbage is not counted
-                            worker.send({"op": "collect"}, timeout=min(limits.cell_seconds, left))
-                            worker.reset_peak()
-                        answer = worker.send({"op": "cell", "id": i, "gid": cell.gid, "source": source,
-                                              "resilient": cell.kind == "test"}, timeout=min(limits.cell_seconds, left))
-                        answer["peak"] = worker.peak_bytes() if cell.kind == "test" else None
-                    finally:
-                        if own_process:
-                            refused = worker.allow_processes() or strays
-                except Overloaded as e:
-                    raise _NotTheLearners(f"in cell {i + 1}, {e}") from None
-                except WorkerDied as e:
-                    died = (i, f"{e}; {OWN_PROCESS}" if refused else str(e), False)
-                    break
-                answer["refused"] = refused is True
-                if answer.get("id") != i:
-                    died = (i, "the grader got an answer for another cell", False)
-                    break
-                answer["error"] = _shown_error(answer.get("error"))
-                if cell.kind == "answer" and answer["error"]:
-                    cell_errors[cell.gid] = answer["error"]
-                if cell.kind == "test" and cell.gid not in outcomes:
-                    outcomes[cell.gid] = _judge_test(lesson, reference, cell, answer, stubbed, untried, cell_errors)
-            own += worker.own_seconds
-        if died is None:
-            break
-        i, why, whole_notebook = died
-        cell = lesson.cells[i]
-        blamed = cell.exercise if cell.kind == "test" else (cell.gid if cell.kind == "answer" else last_answer)
-        if blamed is None:   # the lesson's own cells, before any of the learner's code ran
-            raise _NotTheLearners(f"the lesson's cell {i + 1} failed before any answer ran: {why}")
-        if whole_notebook or blamed in stubbed:
-            for test in lesson.tests:
-                outcomes.setdefault(test.gid, Outcome(0.0, test.points, f"not graded: {why} (in cell {i + 1})",
-                                                      Status.NOT_GRADED))
-            break
-        stubbed[blamed] = why
-        for test in lesson.tests:
-            if test.exercise == blamed and test.gid not in outcomes:
-                where = "your answer cell" if cell.kind == "answer" else ("its test" if cell.kind == "test" else "a later cell that uses it")
-                outcomes[test.gid] = Outcome(0.0, test.points, f"while {where} ran, {why}")
-    ordered = {t.gid: outcomes[t.gid] for t in lesson.tests}
-    return Result(student, lesson.name, ordered, notes, time.monotonic() - start)
+                        answer = self._run_cell(worker, i, cell, min(self.limits.cell_seconds, left))
+                    except _CellFailed as e:
+                        return _Stop(i, str(e), False, last_answer)
+                    answer["error"] = _shown_error(answer.get("error"))
+                    if cell.kind == "answer" and answer["error"]:
+                        cell_errors[cell.gid] = answer["error"]
+                    if cell.kind == "test" and cell.gid not in self.outcomes:
+                        self.outcomes[cell.gid] = _judge_test(self.lesson, self.reference, cell, answer, self.stubbed,
+                                                              self.untried, cell_errors)
+                return None
+            finally:
+                self.own += worker.own_seconds
+
+    def _run_cell(self, worker, i: int, cell: Cell, timeout: float) -> dict:
+        """The worker's answer for cell i, with the test cell's peak memory and whether the kernel refused
+        its code a process ("refused"). While a test cell runs, its code may start no process or thread
+        unless the lesson's probes need them."""
+        own_process = cell.kind == "test" and not self.lesson.probes_start_processes
+        refused = strays = None
+        try:
+            try:
+                if own_process:   # before the peak's reset: what the killed processes held is not counted
+                    strays = worker.forbid_processes() and cell.exercise in self.lesson.judged_in_one_thread
+                if cell.kind == "test" and worker.peak is not None:   # garbage is not counted
+                    worker.send({"op": "collect"}, timeout=timeout)
+                    worker.reset_peak()
+                answer = worker.send({"op": "cell", "id": i, "gid": cell.gid, "source": self._source(cell),
+                                      "resilient": cell.kind == "test"}, timeout=timeout)
+                answer["peak"] = worker.peak_bytes() if cell.kind == "test" else None
+            finally:
+                if own_process:
+                    refused = worker.allow_processes() or strays
+        except Overloaded as e:
+            raise _NotTheLearners(f"in cell {i + 1}, {e}") from None
+        except WorkerDied as e:
+            raise _CellFailed(f"{e}; {OWN_PROCESS}" if refused else str(e)) from None
+        if answer.get("id") != i:
+            raise _CellFailed("the grader got an answer for another cell")
+        answer["refused"] = refused is True
+        return answer
+
+    def _blame(self, stop: _Stop) -> bool:
+        """Score the exercise whose code ended the pass 0 with why, and stub it: True to run the lesson
+        again. After the notebook's limit, or a stubbed exercise failing again, every test not yet judged
+        is not graded: False."""
+        cell = self.lesson.cells[stop.cell]
+        blamed = cell.exercise if cell.kind == "test" else (cell.gid if cell.kind == "answer" else stop.last_answer)
+        if blamed is None and not stop.whole_notebook:   # the lesson's own cells, before any learner's code ran
+            raise _NotTheLearners(f"the lesson's cell {stop.cell + 1} failed before any answer ran: {stop.why}")
+        if stop.whole_notebook or blamed in self.stubbed:   # the budget went on the learner's code, in earlier passes too
+            for test in self.lesson.tests:
+                self.outcomes.setdefault(test.gid, Outcome(0.0, test.points, f"not graded: {stop.why} (in cell "
+                                                           f"{stop.cell + 1})", Status.NOT_GRADED))
+            return False
+        self.stubbed[blamed] = stop.why
+        where = "your answer cell" if cell.kind == "answer" else ("its test" if cell.kind == "test" else
+                                                                  "a later cell that uses it")
+        for test in self.lesson.tests:
+            if test.exercise == blamed and test.gid not in self.outcomes:
+                self.outcomes[test.gid] = Outcome(0.0, test.points, f"while {where} ran, {stop.why}")
+        return True
 
 
 def failed(lesson: Lesson, student: str, notes: list[str], error: BaseException) -> Result:
