@@ -14,7 +14,7 @@ from nbgrader.converters import GenerateAssignment
 
 from course_utils.authoring.assignment import RunAllPastTests
 from course_utils.exercises import STUB
-from course_utils.grader.worker import validate_like_grading
+from course_utils.grader.preprocessors import validate_like_grading
 
 c = get_config()  # noqa: F821  (injected by traitlets when nbgrader loads this file)
 

@@ -241,7 +241,7 @@ def write_shared_config(state: Path, course: str) -> None:
         "# collect takes a learner's own folders only, follows no link, skips (and names) what it cannot take\n"
         'c.ExchangeFactory.collect = "course_utils.hubexchange.SafeCollect"\n'
         "# Validate runs as grading does (the grader's limit per cell), as in the course's nbgrader_config.py\n"
-        "from course_utils.grader.worker import validate_like_grading\n"
+        "from course_utils.grader.preprocessors import validate_like_grading\n"
         "validate_like_grading(c)\n"
         "# a learner's text shown as text, never run, in Formgrader and feedback, as in the course's nbgrader_config.py\n"
         "# (here too: the instructor's copy of it is made once, and may be older)\n"

@@ -15,8 +15,9 @@
   grader's notes) become the auto_comment of its answer cell in the gradebook, which Formgrader and
   `nbgrader generate_feedback` show: no 0 without a reason where the instructor looks.
 - HideTestsInFeedback: `nbgrader generate_feedback` shows outcomes, never the hidden tests.
+- validate_like_grading(c): nbgrader's Validate set on the configuration as grading runs.
 
-A submission the machine kept from being graded (course_utils.grader.grade.OVERLOADED) is not scored:
+A submission the machine kept from being graded (course_utils.grader.grade.Status.OVERLOADED) is not scored:
 HardenedExecute raises, so nbgrader reports it as failed and exits non-zero. Grade it again.
 """
 
@@ -207,3 +208,15 @@ class SaveReasons(NbGraderPreprocessor):
                 comment.auto_comment = "\n".join(filter(None, [comment.auto_comment, text]))
             gradebook.db.commit()
         return nb, resources
+
+
+def validate_like_grading(c) -> None:
+    """Set nbgrader's Validate (the button, `nbgrader validate`) on config c as grading runs: the learner's
+    own notebook in a normal kernel, stopped at the grader's limit per cell (c.HardenedExecute.cell_seconds
+    where c sets it before this call, else Limits()'s), going on past errors so every failing cell is
+    listed. nbgrader_config.py and the hub's shared config (hub/classroom.py) call it."""
+    configured = c.HardenedExecute.get("cell_seconds") if "HardenedExecute" in c else None
+    c.Execute.timeout = int(-(-(configured if configured is not None else Limits().cell_seconds) // 1))   # whole seconds, up
+    c.Execute.interrupt_on_timeout = True
+    # going on past errors is nbgrader's Execute's own fixed default (allow_errors = True, not a setting:
+    # setting it only logs "Config option allow_errors not recognized by Execute")

@@ -108,18 +108,6 @@ class Limits:
         return replace(self, threads=max(1, min(self.threads, cores // max(1, at_once))))
 
 
-def validate_like_grading(c) -> None:
-    """Set nbgrader's Validate (the button, `nbgrader validate`) on config c as grading runs: the learner's
-    own notebook in a normal kernel, stopped at the grader's limit per cell (c.HardenedExecute.cell_seconds
-    where c sets it before this call, else Limits()'s), going on past errors so every failing cell is
-    listed. nbgrader_config.py and the hub's shared config (hub/classroom.py) call it."""
-    configured = c.HardenedExecute.get("cell_seconds") if "HardenedExecute" in c else None
-    c.Execute.timeout = int(-(-(configured if configured is not None else Limits().cell_seconds) // 1))   # whole seconds, up
-    c.Execute.interrupt_on_timeout = True
-    # going on past errors is nbgrader's Execute's own fixed default (allow_errors = True, not a setting:
-    # setting it only logs "Config option allow_errors not recognized by Execute")
-
-
 def check_sandbox(limits: Limits) -> str | None:
     """What the grader should warn about here (None: the full sandbox). Raises SandboxUnavailable
     where a learner's worker would get no namespaces and limits.sandbox is "required": grading

@@ -324,30 +324,3 @@ def test_a_start_that_fails_leaves_no_cgroup_folder_or_pipe(monkeypatch):
     assert set(os.listdir("/proc/self/fd")) == fds
     assert all(not Path(d).exists() for c in made for d in c.dirs), "its cgroup was removed"
     assert w._cgroup is None and w.proc is None
-
-
-def test_validate_stops_a_cell_at_the_configured_grading_limit():
-    """Validate's Execute.timeout is the grader's cell limit: nbgrader_config.py's c.HardenedExecute.cell_seconds
-    where it is set before validate_like_grading(c), else Limits()'s default."""
-    from traitlets.config import Config
-    from course_utils.grader.worker import validate_like_grading
-    c = Config()
-    validate_like_grading(c)
-    assert c.Execute.timeout == int(Limits().cell_seconds) and c.Execute.interrupt_on_timeout is True
-    c = Config()
-    c.HardenedExecute.cell_seconds = 90.5
-    validate_like_grading(c)
-    assert c.Execute.timeout == 91
-
-
-def test_the_cell_limit_set_in_nbgrader_config_is_validates_too(tmp_path):
-    """As an instructor sets it: the commented line of nbgrader_config.py uncommented, the file loaded as nbgrader
-    loads it."""
-    from traitlets.config.loader import PyFileConfigLoader
-    root = Path(__file__).resolve().parents[2]
-    text = (root / "nbgrader_config.py").read_text()
-    assert text.count("# c.HardenedExecute.cell_seconds = 60\n") == 1
-    (tmp_path / "nbgrader_config.py").write_text(text.replace("# c.HardenedExecute.cell_seconds = 60\n",
-                                                               "c.HardenedExecute.cell_seconds = 75\n"))
-    c = PyFileConfigLoader("nbgrader_config.py", path=str(tmp_path)).load_config()
-    assert c.HardenedExecute.cell_seconds == 75 and c.Execute.timeout == 75
