@@ -12,6 +12,7 @@ course_utils.grader.gradefolder` on a folder.
 import ast
 import copy
 import csv
+import dataclasses
 import importlib.util
 import re
 import subprocess
@@ -553,7 +554,8 @@ def test_grading_decides_on_statuses_not_on_message_words(graded, tmp_path):
     lesson = lessonfile.load_lesson(FIXTURE)
     short = Limits(**{**vars(LIMITS), "notebook_seconds": 12})
 
-    class RewordedOutcome(grade.Outcome):
+    @dataclasses.dataclass
+    class RewordedOutcome(grade.Outcome):   # every message the grader writes, reworded as it is made
         def __post_init__(self):
             self.message = _reworded(self.message) if self.message else ""
 
