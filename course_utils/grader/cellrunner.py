@@ -137,10 +137,15 @@ def _limit_self() -> None:
     if not values:
         return
     given = json.loads(values)
+    names = {"address_space", "file_bytes", "open_files", "cpu_seconds", "processes"}
+    optional = {"cpu_seconds", "processes"}   # null: the reference (no CPU limit), or not sandboxed (no process limit)
+    if type(given) is not dict or set(given) != names or any(
+            (given[k] is not None or k not in optional) and (type(given[k]) is not int or given[k] < 1) for k in names):
+        raise SystemExit(f"course_utils.grader.cellrunner: COURSE_LIMITS must name {sorted(names)}, got {values[:200]!r}")
     wanted = [(resource.RLIMIT_AS, given["address_space"]), (resource.RLIMIT_FSIZE, given["file_bytes"]),
               (resource.RLIMIT_NOFILE, given["open_files"]), (resource.RLIMIT_CORE, 0)]
-    wanted += [(resource.RLIMIT_CPU, given["cpu_seconds"])] if given["cpu_seconds"] else []   # null: the reference,
-    wanted += [(resource.RLIMIT_NPROC, given["processes"])] if given["processes"] else []     # null: not sandboxed
+    wanted += [(resource.RLIMIT_CPU, given["cpu_seconds"])] if given["cpu_seconds"] is not None else []
+    wanted += [(resource.RLIMIT_NPROC, given["processes"])] if given["processes"] is not None else []
     for which, value in wanted:
         try:
             resource.setrlimit(which, (value, value))

@@ -288,7 +288,9 @@ class _Grading:
                         raise _NotTheLearners(f"the notebook took {time.monotonic() - self.start:.0f} s on the clock")
                     try:
                         answer = self._run_cell(worker, i, cell, min(self.limits.cell_seconds, left))
-                    except _CellFailed as e:
+                    except _CellFailed as e:   # a cell cut short by the notebook's budget: nothing more can run
+                        if self.own + worker.own_seconds >= self.limits.notebook_seconds:
+                            return _Stop(i, NOTEBOOK_TIME.format(seconds=self.limits.notebook_seconds), True, last_answer)
                         return _Stop(i, str(e), False, last_answer)
                     answer["error"] = _shown_error(answer.get("error"))
                     if cell.kind == "answer" and answer["error"]:
@@ -334,9 +336,9 @@ class _Grading:
         is not graded: False."""
         cell = self.lesson.cells[stop.cell]
         blamed = cell.exercise if cell.kind == "test" else (cell.gid if cell.kind == "answer" else stop.last_answer)
-        if blamed is None and not stop.whole_notebook:   # the lesson's own cells, before any learner's code ran
+        if blamed is None and not (stop.whole_notebook and self.stubbed):   # the lesson's own cells, no learner's code
             raise _NotTheLearners(f"the lesson's cell {stop.cell + 1} failed before any answer ran: {stop.why}")
-        if stop.whole_notebook or blamed in self.stubbed:   # the budget went on the learner's code, in earlier passes too
+        if stop.whole_notebook or blamed in self.stubbed:   # the budget went on the learner's code (earlier passes too)
             for test in self.lesson.tests:
                 self.outcomes.setdefault(test.gid, Outcome(0.0, test.points, f"not graded: {stop.why} (in cell "
                                                            f"{stop.cell + 1})", Status.NOT_GRADED))

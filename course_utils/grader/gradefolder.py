@@ -127,8 +127,7 @@ def grade_folder(source: Path, folder: Path, out: Path, jobs: int = 2, limits: L
 
 
 def grade_answers(*args, **kwargs) -> Result:
-    """course_utils.grader.grade.grade_answers, imported when first needed: it imports torch, and bad
-    input is reported before that."""
+    """course_utils.grader.grade.grade_answers, looked up when called (tests put a stub in its place)."""
     from course_utils.grader.grade import grade_answers
     return grade_answers(*args, **kwargs)
 
@@ -224,10 +223,10 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     try:
         source = lesson_source(args.lesson, Path(args.course))
+        lesson = read_lesson(source)   # bad input is reported before anything is written; the summary's written answers
         results = grade_folder(source, Path(args.folder), out, args.jobs,
                                Limits(cell_seconds=args.cell_seconds, notebook_seconds=args.notebook_seconds,
                                       sandbox=args.sandbox))
-        lesson = read_lesson(source)   # its written answers, for the summary
     except BadInput as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -30,7 +30,7 @@ from nbconvert.exporters import NotebookExporter
 from nbgrader.preprocessors import ClearHiddenTests, NbGraderPreprocessor
 from traitlets import Enum, Float, Integer, List
 
-from course_utils.grader.grade import failed, grade_answers, reference_for
+from course_utils.grader.grade import Status, failed, grade_answers, reference_for
 from course_utils.grader.lessonfile import read_answers
 from course_utils.grader.review import review
 from course_utils.grader.rootworker import check_sandbox
@@ -152,7 +152,7 @@ class HardenedExecute(NbGraderPreprocessor):
                 self.log.error("%s: the grader failed on this submission: %r", info["student"], e)
                 result = failed(lesson, info["student"], notes, e)
         if result.overloaded:
-            why = next(o.message for o in result.outcomes.values() if o.message)
+            why = next(o.message for o in result.outcomes.values() if o.status is Status.OVERLOADED)
             raise RuntimeError(f"{info['student']}: {why}")
         for note in result.notes:
             self.log.warning("%s: %s", info["student"], note)

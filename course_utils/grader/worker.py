@@ -40,6 +40,7 @@ the kernel refuses the worker any new process or thread:
 """
 
 import json
+import math
 import os
 import pwd
 import resource
@@ -237,7 +238,7 @@ class Worker:
             env["COURSE_LIMITS"] = json.dumps({   # by name: course_utils.grader.cellrunner._limit_self
                 "address_space": int(limits.memory_bytes), "file_bytes": int(limits.file_bytes),
                 "open_files": int(limits.open_files),
-                "cpu_seconds": int(limits.notebook_seconds * limits.cpus) if self.mode == "learner" else None,
+                "cpu_seconds": math.ceil(limits.notebook_seconds * limits.cpus) if self.mode == "learner" else None,
                 "processes": int(limits.processes) if sandboxed else None})
             self.proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
                                          stderr=subprocess.DEVNULL, pass_fds=(write_fd,), cwd=self._tmp, env=env,

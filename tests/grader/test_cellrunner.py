@@ -130,3 +130,24 @@ def test_a_learners_exception_class_is_named_by_its_built_in_base_never_by_its_o
     assert cellrunner._error_name(type("KeyError", (Exception,), {})("x")) == judging.raised_name(())
     assert cellrunner._error_name(type("Oops", (Exception,), {})("x")) == judging.raised_name(())
     assert cellrunner._error_name(StopIteration()) == "StopIteration"
+
+
+
+def test_limits_arrive_by_name_and_a_malformed_set_stops_the_runner_before_any_code(monkeypatch):
+    """COURSE_LIMITS (course_utils.grader.worker) is a JSON object by name: each applied as soft = hard; a key
+    missing or a value that is not a positive int (null only for cpu_seconds and processes) stops the runner."""
+    import resource
+    applied = {}
+    monkeypatch.setattr(resource, "setrlimit", lambda which, pair: applied.__setitem__(which, pair))
+    good = {"address_space": 3 * 2 ** 30, "file_bytes": 2 ** 20, "open_files": 64, "cpu_seconds": 100, "processes": None}
+    monkeypatch.setenv("COURSE_LIMITS", json.dumps(good))
+    cellrunner._limit_self()
+    assert applied == {resource.RLIMIT_AS: (3 * 2 ** 30,) * 2, resource.RLIMIT_FSIZE: (2 ** 20,) * 2,
+                       resource.RLIMIT_NOFILE: (64, 64), resource.RLIMIT_CORE: (0, 0), resource.RLIMIT_CPU: (100, 100)}
+    for bad in ({k: v for k, v in good.items() if k != "open_files"}, {**good, "address_space": None},
+                {**good, "cpu_seconds": 0.5}, {**good, "extra": 1}, [1, 2]):
+        applied.clear()
+        monkeypatch.setenv("COURSE_LIMITS", json.dumps(bad))
+        with pytest.raises(SystemExit, match="COURSE_LIMITS must name"):
+            cellrunner._limit_self()
+        assert applied == {}, bad
