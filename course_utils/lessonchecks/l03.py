@@ -160,7 +160,7 @@ def _power(k: int) -> str:
         p, rest = 0, k
         while k >= 2 ** 20 and rest % base == 0:
             p, rest = p + 1, rest // base
-        if k >= 2 ** 20 and rest == 1:
+        if rest == 1 and p:
             return f"{base}**{p}"
     return str(k)
 
