@@ -44,7 +44,6 @@ from course_utils.grader.lessonfile import Cell, Lesson, learner_version, load_l
 from course_utils.grader.capabilities import measures_memory
 from course_utils.grader.rootworker import learner_worker, pin_environment, reference_worker
 from course_utils.grader.worker import Limits, Overloaded, WorkerDied
-from course_utils.grader.workerclock import BACKSTOP
 
 
 # ---------------------------------------------------------------------------------------------
@@ -284,7 +283,7 @@ class _Grading:
                     left = self.limits.notebook_seconds - self.own - worker.own_seconds
                     if left <= 0:
                         return _Stop(i, NOTEBOOK_TIME.format(seconds=self.limits.notebook_seconds), True, last_answer)
-                    if time.monotonic() - self.start > self.limits.notebook_seconds * BACKSTOP:
+                    if time.monotonic() - self.start > self.limits.notebook_seconds * self.limits.overload_factor:
                         raise _NotTheLearners(f"the notebook took {time.monotonic() - self.start:.0f} s on the clock")
                     try:
                         answer = self._run_cell(worker, i, cell, min(self.limits.cell_seconds, left))

@@ -60,7 +60,6 @@ from course_utils.grader.capabilities import SandboxUnavailable, isolation, isol
 from course_utils.grader.sandbox import FIRST_UID, SYSTEM_PATH
 from course_utils.grader.worker import Limits, Overloaded, Worker, WorkerDied
 from course_utils.grader.worker import check_sandbox as worker_check_sandbox
-from course_utils.grader.workerclock import BACKSTOP
 
 HEADROOM = 60   # seconds a request may take past the worker's own backstop before the grader gives up on it
 
@@ -343,7 +342,7 @@ class SudoWorker:
     def send(self, message: dict, timeout: float) -> dict:
         if self.proc is None:
             raise WorkerDied("stopped answering")
-        reply = self._ask({"op": "send", "command": message, "timeout": timeout}, timeout * BACKSTOP + HEADROOM)
+        reply = self._ask({"op": "send", "command": message, "timeout": timeout}, timeout * self.limits.overload_factor + HEADROOM)
         self.own_seconds += float(reply.get("own") or 0.0)
         if "died" in reply:   # the root side killed it, and still says what was refused (allow_processes)
             raise (Overloaded if reply.get("overloaded") else WorkerDied)(str(reply["died"]))

@@ -20,7 +20,7 @@ CPU share and a quota of Limits.cpus cores (course_utils.grader.cgroups).
 Time limits are the worker's own time, not the wall clock of a busy machine (course_utils.grader.workerclock):
 a command is stopped, as the learner's doing, once its own time (wall clock less the time its threads
 waited for a CPU) passes the limit or its CPU time passes the limit times Limits.cpus; one the machine
-held up past workerclock.BACKSTOP times the limit raises Overloaded (grade it again), never a score.
+held up past Limits.overload_factor times the limit raises Overloaded (grade it again), never a score.
 
 Process creation can be forbidden from outside while one command runs (forbid_processes, then
 allow_processes): a rule that a test cell checks in the learner's own process (lesson 04's "without
@@ -58,7 +58,7 @@ from course_utils.grader.cgroups import Cgroup
 from course_utils.grader.capabilities import SandboxUnavailable, isolation, isolation_warning
 from course_utils.grader.sandbox import FIRST_UID, SYSTEM_PATH, environment, private_network, setup_command, tool_path
 from course_utils.grader.peakmemory import PeakMemory, peak_files
-from course_utils.grader.workerclock import BACKSTOP, Clock, _listdir, _stat
+from course_utils.grader.workerclock import Clock, _listdir, _stat
 
 
 @dataclass
@@ -71,8 +71,9 @@ class Limits:
     them: SandboxUnavailable) or "optional" (the instructor accepts limits only there).
     reference_cell_factor: the reference run (the instructor's notebook, demonstrations included) may
     take this many times cell_seconds per cell. A learner's worker may use notebook_seconds * cpus
-    CPU seconds in all (RLIMIT_CPU). A command held up past workerclock.BACKSTOP times its limit on
-    the wall clock is the machine's doing: graded again, never scored."""
+    CPU seconds in all (RLIMIT_CPU). overload_factor: a command held up past this many times its limit
+    on the wall clock (by a busy machine, not its own time: workerclock) is the machine's doing, graded
+    again and never scored."""
     cell_seconds: float = 60
     notebook_seconds: float = 600
     memory_bytes: int = 6 * 2 ** 30
@@ -84,6 +85,7 @@ class Limits:
     threads: int | None = None
     sandbox: str = "required"
     reference_cell_factor: float = 5
+    overload_factor: float = 20
 
     def __post_init__(self):
         if self.threads is None:
@@ -306,7 +308,7 @@ class Worker:
                 self.kill()
                 raise WorkerDied(f"used more than {timeout * self.limits.cpus:.0f} s of CPU time "
                                  f"(the time limit of {timeout:.0f} s on {self.limits.cpus:g} cores) and was stopped")
-            if spent.wall > timeout * BACKSTOP:
+            if spent.wall > timeout * self.limits.overload_factor:
                 self.kill()
                 raise Overloaded(f"the machine was too busy to run it: {spent.wall:.0f} s on the clock, "
                                  f"{spent.held:.0f} s of them waiting for a CPU")

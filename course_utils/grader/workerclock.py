@@ -40,7 +40,8 @@ process that leaves the tree (possible only outside the sandbox's PID namespace,
 orphans) counts as the machine's.
 
 The sandbox stops a command whose own time or CPU time passes the limit (the learner's doing), and
-one whose wall time passes BACKSTOP times the limit without that (the machine's: it is graded again).
+one whose wall time passes Limits.overload_factor (course_utils.grader.worker) times the limit without
+that (the machine's: it is graded again).
 Where /proc has no schedstat, held is 0 and own is the wall clock.
 """
 
@@ -49,7 +50,6 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-BACKSTOP = 20   # wall-clock seconds per second of the limit before a command counts as held up by the machine
 _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 

@@ -15,7 +15,8 @@ import pytest
 
 from course_utils.grader.capabilities import isolation
 from course_utils.grader.sandbox import FIRST_UID
-from course_utils.grader.worker import Limits, Worker, WorkerDied
+from course_utils.grader.worker import Limits, Overloaded, Worker, WorkerDied
+from course_utils.grader.workerclock import Reading
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -129,6 +130,23 @@ def test_time_limits_count_the_workers_own_time():
         assert w.own_seconds - before >= 1.4
         with pytest.raises(WorkerDied, match="time limit of 1 s"):
             w.send(cell("time.sleep(30)", 2), 1)
+
+
+def test_a_command_held_up_past_the_overload_factor_is_the_machines(monkeypatch):
+    """Wall time past Limits.overload_factor times the limit, all of it waiting for a CPU (a reading as
+    a busy machine gives it: ten times the real wall time), is Overloaded (graded again), not the
+    learner's time limit; under the factor the same command simply finishes."""
+    for factor, held_up in ((100, False), (3, True)):
+        with Worker("learner", Limits(overload_factor=factor), slot=18) as w:
+            w.send(cell("import time"), 60)
+            real = w.clock.read
+            monkeypatch.setattr(w.clock, "read", lambda: Reading(wall=10 * real().wall, cpu=0.0,
+                                                                 held=10 * real().wall))
+            if held_up:
+                with pytest.raises(Overloaded, match="too busy"):
+                    w.send(cell("time.sleep(1.2)", 1), 0.5)
+            else:
+                w.send(cell("time.sleep(1.2)", 1), 0.5)
 
 
 # A cell that tries a child process (os.fork, as multiprocessing's fork context does), a thread and a
