@@ -173,7 +173,7 @@ case "$cmd" in
   release) setup; exec python -m course_utils.authoring.release "$@" ;;
   bench)   setup; exec python benchmarks/notebook_times.py "$@" ;;
   grade)   setup; cd "$CALLER_DIR"; exec python -m course_utils.grader.gradefolder --course "$ROOT" "$@" ;;
-  grades)  setup; cd "$CALLER_DIR"; exec python -m course_utils.grader.classgrades "$@" ;;
+  grades)  setup; cd "$CALLER_DIR"; exec python -m course_admin.grades "$@" ;;
   hub)     need_root; setup; ensure_npm; ensure_sudo; cd "$CALLER_DIR"; exec python "$ROOT/hub/classroom.py" "$@" ;;
   *)       sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; [ "$cmd" = help ] ;;
 esac

@@ -65,16 +65,20 @@ def run(device, repeat):
     accumulate(model, X, y, 32)  # warm-up: allocate .grad once, load kernels
     head = f"{'b':>4} {'k':>4} {'saved: accum':>13} {'saved: summed':>14}"
     head += f" {'cuda: accum':>12} {'cuda: summed':>13}" if cuda else ""
-    print(f"\n## {device} (effective batch {EFFECTIVE_BATCH}; bytes; ms per effective batch, best of {repeat})")
+    print(f"\n## {device} (effective batch {EFFECTIVE_BATCH}; bytes; ms per effective batch, "
+          f"best of {repeat})")
     print(head + f" {'ms accum':>9} {'ms summed':>10}")
     for b in SIZES:
         row = f"{b:>4} {EFFECTIVE_BATCH // b:>4} {peak_saved_bytes(model, X, y, b):>13} "
         row += f"{peak_saved_bytes(model, X, y, b, summed=True):>14}"
         if cuda:
             row += f" {cuda_peak_bytes(lambda: accumulate(model, X, y, b), device):>12}"
-            row += f" {cuda_peak_bytes(lambda: accumulate(model, X, y, b, summed=True), device):>13}"
-        row += f" {1e3 * fastest_seconds(lambda: accumulate(model, X, y, b), repeat=repeat, device=device):>9.2f}"
-        row += f" {1e3 * fastest_seconds(lambda: accumulate(model, X, y, b, summed=True), repeat=repeat, device=device):>10.2f}"
+            row += (
+                f" {cuda_peak_bytes(lambda: accumulate(model, X, y, b, summed=True), device):>13}")
+        row += f""" {1e3 * fastest_seconds(lambda: accumulate(model, X, y, b), repeat=repeat,
+                                           device=device):>9.2f}"""
+        row += f""" {1e3 * fastest_seconds(lambda: accumulate(model, X, y, b, summed=True),
+                                           repeat=repeat, device=device):>10.2f}"""
         print(row, flush=True)
     print(f"\nfixed b = 32: {'k':>2} {'saved: accum':>13} {'saved: summed':>14}")
     for k in (1, 2, 4, 8):
@@ -84,8 +88,9 @@ def run(device, repeat):
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeat", type=int, default=5, help="timed runs per setting (best is printed)")
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
+    parser.add_argument("--repeat", type=int, default=5,
+                        help="timed runs per setting (best is printed)")
     args = parser.parse_args()
     gpus = [d for d in try_all_gpus() if d.type == "cuda"]
     gpu = torch.cuda.get_device_name(0) if gpus else "no GPU"

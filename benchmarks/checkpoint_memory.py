@@ -1,4 +1,5 @@
-"""Activation checkpointing measured (lesson 06): peak memory against depth and against segments, and time.
+"""Activation checkpointing measured (lesson 06): peak memory against depth and against segments,
+and time.
 
     python benchmarks/checkpoint_memory.py [--batch 512] [--width 64] [--reps 5] [--threads 1]
 
@@ -12,8 +13,8 @@ On the CPU the peak is course_utils.memory.cpu_peak_bytes (every tensor an opera
 until it is freed), and, as a cross-check, the peak of the CPU allocator's own allocation events
 recorded by torch.profiler (profile_memory=True), which also sees non-tensor allocations such as the
 RNG state each checkpointed segment saves. On CUDA (when there is a GPU) the peak is
-course_utils.memory.cuda_peak_bytes (the caching allocator: rounding to 512-byte blocks included), and
-a table shows that rounding. Times are the fastest of --reps runs.
+course_utils.memory.cuda_peak_bytes (the caching allocator: rounding to 512-byte blocks included),
+and a table shows that rounding. Times are the fastest of --reps runs.
 """
 
 import argparse
@@ -46,7 +47,8 @@ def quiet_stderr():
 
 
 def profiler_peak_bytes(step) -> int:
-    """Peak of the CPU allocator's allocations made during step(), from torch.profiler's memory events."""
+    """Peak of the CPU allocator's allocations made during step(), from torch.profiler's memory
+    events."""
     from torch._C._profiler import _EventType  # the event tree is torch.profiler's experimental API
     from torch.profiler import ProfilerActivity, profile
 
@@ -72,7 +74,8 @@ def make_chain(n: int, d: int, device: torch.device) -> nn.Sequential:
 
 def make_step(model: nn.Sequential, x: torch.Tensor, segments: int):
     """One training step; segments = 1 is the plain chain."""
-    run = model if segments == 1 else (lambda h: checkpoint_sequential(model, segments, h, use_reentrant=False))
+    run = model if segments == 1 else (lambda h: checkpoint_sequential(model, segments, h,
+                                                                       use_reentrant=False))
 
     def step():
         run(x).sum().backward()
@@ -80,7 +83,8 @@ def make_step(model: nn.Sequential, x: torch.Tensor, segments: int):
 
 
 def peaks(step, device: torch.device) -> tuple[int, int | None]:
-    """(peak bytes, the profiler's peak bytes or None): tensors on the CPU, the allocator on CUDA."""
+    """(peak bytes, the profiler's peak bytes or None): tensors on the CPU, the allocator on
+    CUDA."""
     if device.type == "cuda":
         return cuda_peak_bytes(step, device), None
     return cpu_peak_bytes(step), profiler_peak_bytes(step)
@@ -130,7 +134,8 @@ def report(device: torch.device, B: int, d: int, reps: int) -> None:
     t_plain = times[0]
     for s, (peak, prof, counted), t in zip(counts, rows, times):
         model_peak = n + 1 if s == 1 else s + n // s
-        print(f"{s:>8} {peak / act:>8.3f} {model_peak:>8}" + (f" {prof / act:>9.3f}" if cross else "")
+        print(f"{s:>8} {peak / act:>8.3f} {model_peak:>8}"
+              + (f" {prof / act:>9.3f}" if cross else "")
               + f" {counted:>10} {t * 1e3:>10.2f} {(t / t_plain - 1) * 100:>+8.0f}%")
     print(f"backward / forward of a plain step: {(t_plain - t_forward) / t_forward:.2f}")
 
@@ -147,16 +152,17 @@ def report(device: torch.device, B: int, d: int, reps: int) -> None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--batch", type=int, default=512)
     parser.add_argument("--width", type=int, default=64)
     parser.add_argument("--reps", type=int, default=5)
-    parser.add_argument("--threads", type=int, default=1, help="CPU threads for torch (lesson 06 uses 1)")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="CPU threads for torch (lesson 06 uses 1)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU"
-    print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} cores, {args.threads} torch thread(s), "
-          f"torch {torch.__version__}, {gpu}")
+    print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+          f"{args.threads} torch thread(s), torch {torch.__version__}, {gpu}")
     devices = [torch.device("cpu")] + ([torch.device("cuda")] if torch.cuda.is_available() else [])
     for device in devices:
         report(device, args.batch, args.width, args.reps)

@@ -1,20 +1,23 @@
-"""Lesson 10's transformer: the peak and time of one training step for each tool combination, against the
-planner's prediction.
+"""Lesson 10's transformer: the peak and time of one training step for each tool combination,
+against the planner's prediction.
 
     python benchmarks/fit_it_yourself.py [--batch 64] [--repeat 3]
 
-The model and data are lesson 10's (course_utils.planner.Plan's defaults: 4 blocks, d_model 64, 4 heads,
-sequences of 128, a vocabulary of 64; SGD with momentum; course_utils.data.sequences). For each plan:
+The model and data are lesson 10's (course_utils.planner.Plan's defaults: 4 blocks, d_model 64, 4
+heads, sequences of 128, a vocabulary of 64; SGD with momentum; course_utils.data.sequences). For
+each plan:
 
-- predicted: what one step adds by course_utils.planner.predict (gradients, saved activations, one block's
-  scores as temporaries), with one block's saved bytes measured (the lesson's exercise 1 predicts them exactly);
-- measured: the peak of the first step's CPU tensors (course_utils.stepcost.measured_step), with its FLOPs and
-  aten calls against the plain step's (the capstone's bounds: 0.9x to 1.5x the FLOPs, at most 8x the calls);
-- ms: the fastest of --repeat steps after one warm-up (course_utils.timing.fastest_seconds), without the
-  counters: what a learner waits for.
+- predicted: what one step adds by course_utils.planner.predict (gradients, saved activations, one
+  block's scores as temporaries), with one block's saved bytes measured (the lesson's exercise 1
+  predicts them exactly);
+- measured: the peak of the first step's CPU tensors (course_utils.stepcost.measured_step), with its
+  FLOPs and aten calls against the plain step's (the capstone's bounds: 0.9x to 1.5x the FLOPs, at
+  most 8x the calls);
+- ms: the fastest of --repeat steps after one warm-up (course_utils.timing.fastest_seconds), without
+  the counters: what a learner waits for.
 
-Measured on a 2-core x86_64 CPU (AVX2, no bfloat16 matrix instructions), 2 torch threads, torch 2.13.0+cpu,
-2026-11-27, `--repeat 2`:
+Measured on a 2-core x86_64 CPU (AVX2, no bfloat16 matrix instructions), 2 torch threads, torch
+2.13.0+cpu, 2026-11-27, `--repeat 2`:
 
     plan                            predicted   measured  pred/meas   FLOPs  calls      ms
     plain                            215.6MiB   206.5MiB       1.04   1.00x   1.0x     512
@@ -27,9 +30,9 @@ Measured on a 2-core x86_64 CPU (AVX2, no bfloat16 matrix instructions), 2 torch
     autocast bfloat16                119.0MiB   114.0MiB       1.04   1.00x   1.1x    3722
     autocast + accumulate 2           60.1MiB    58.1MiB       1.04   1.00x   2.0x    3536
 
-The prediction is within 4% except for checkpointing (11-13% over: the recomputed block frees as its backward
-goes). Autocast is about 7x slower than float32 on this CPU, which has no bfloat16 matrix instructions.
-(the table above is this script's output on that machine; rerun it to see yours.)
+The prediction is within 4% except for checkpointing (11-13% over: the recomputed block frees as its
+backward goes). Autocast is about 7x slower than float32 on this CPU, which has no bfloat16 matrix
+instructions. (the table above is this script's output on that machine; rerun it to see yours.)
 """
 
 import argparse
@@ -41,10 +44,10 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from course_utils.planner import Plan, predict, training_step  # noqa: E402
-from course_utils.lessonchecks.l10 import measured_block_bytes  # noqa: E402
-from course_utils.stepcost import measured_step  # noqa: E402
-from course_utils.timing import fastest_seconds  # noqa: E402
+from course_utils.planner import Plan, predict, training_step
+from course_utils.lessonchecks.l10 import measured_block_bytes
+from course_utils.stepcost import measured_step
+from course_utils.timing import fastest_seconds
 
 PLANS = {
     "plain": {},
@@ -60,17 +63,19 @@ PLANS = {
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
-    print(f"# {platform.machine()}, {os.cpu_count()} cores, {torch.get_num_threads()} torch threads, "
-          f"torch {torch.__version__}, batch {args.batch}")
-    print(f"{'plan':<30}{'predicted':>11}{'measured':>11}{'pred/meas':>11}{'FLOPs':>8}{'calls':>7}{'ms':>8}")
+    print(f"# {platform.machine()}, {os.cpu_count()} cores, {torch.get_num_threads()} torch "
+          f"threads, torch {torch.__version__}, batch {args.batch}")
+    print(f"{'plan':<30}{'predicted':>11}{'measured':>11}{'pred/meas':>11}{'FLOPs':>8}"
+          f"{'calls':>7}{'ms':>8}")
     plain = None
     for name, tools in PLANS.items():
         plan = Plan(batch=args.batch, **tools)
-        parts = predict(plan, measured_block_bytes)   # the float32 block measured at the micro-batch
+        # the float32 block measured at the micro-batch
+        parts = predict(plan, measured_block_bytes)
         predicted = parts["gradients"] + parts["activations"] + parts["temporaries"]
         seen = measured_step(training_step(plan))
         plain = plain or seen

@@ -1,16 +1,19 @@
 """What the hardened grader costs: per lesson, against a plain run of the notebook, and for a class.
 
-    python benchmarks/grading_cost.py [LESSON ...] [--class-lesson 01-circuits --students 40 --jobs 2]
-    python benchmarks/grading_cost.py --class-only --oversubscribe 24     # the class, quiet and under load
+    python benchmarks/grading_cost.py [LESSON ...]
+                                      [--class-lesson 01-circuits --students 40 --jobs 2]
+    python benchmarks/grading_cost.py --class-only --oversubscribe 24
+        # the class, quiet and under load
 
 For each lesson: the plain run (the solution notebook top to bottom in a fresh Jupyter kernel with
-NBGRADER_EXECUTION=autograde, as nbgrader's own Execute runs a submission), the reference run (once per lesson and grading
-session: the instructor's notebook in the trusted worker) and the grading of one solved submission
-(sandboxed worker + judging), with the ratio grading / plain run (goal: under 1.5). Then a folder of
-N submissions of one lesson graded with `jobs` parallel sandboxes (course_utils.grader.gradefolder.grade_folder),
-on a quiet machine and, with --oversubscribe K, again while K busy processes per core (each in a
-session of its own, as other users' work is) compete for the CPU: the time per submission grows, the
-scores must not change (the grader counts each submission's own time, course_utils.grader.workerclock).
+NBGRADER_EXECUTION=autograde, as nbgrader's own Execute runs a submission), the reference run (once
+per lesson and grading session: the instructor's notebook in the trusted worker) and the grading of
+one solved submission (sandboxed worker + judging), with the ratio grading / plain run (goal: under
+1.5). Then a folder of N submissions of one lesson graded with `jobs` parallel sandboxes
+(course_utils.grader.gradefolder.grade_folder), on a quiet machine and, with --oversubscribe K,
+again while K busy processes per core (each in a session of its own, as other users' work is)
+compete for the CPU: the time per submission grows, the scores must not change (the grader counts
+each submission's own time, course_utils.grader.workerclock).
 """
 
 import argparse
@@ -26,12 +29,12 @@ import nbformat
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from notebook_times import run_time  # noqa: E402
+from notebook_times import run_time
 
 from course_utils.authoring import nbgrader_cli
-from course_utils.grader import gradefolder, grade, lessonfile  # noqa: E402
-from course_utils.grader.capabilities import isolation  # noqa: E402
-from course_utils.grader.worker import Limits  # noqa: E402
+from course_utils.grader import gradefolder, grade, lessonfile
+from course_utils.grader.capabilities import isolation
+from course_utils.grader.worker import Limits
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -62,12 +65,14 @@ def lesson_costs(name: str) -> tuple[float, float, float, float]:
     finally:
         reference.close()
     if result.score != result.points:
-        raise RuntimeError(f"{name}: the solution scored {result.score}/{result.points}: {result.outcomes}")
+        raise RuntimeError(f"{name}: the solution scored {result.score}/{result.points}: "
+                           f"{result.outcomes}")
     return plain, ref_seconds, one, one / plain
 
 
 def class_cost(name: str, students: int, jobs: int) -> tuple[float, float, dict, float]:
-    """Grade `students` copies of the solution: (seconds in all, per submission, {score: count}, load average)."""
+    """Grade `students` copies of the solution: (seconds in all, per submission, {score: count},
+    load average)."""
     source = nbgrader_cli.notebook_path(ROOT, "solutions", name)
     tmp = Path(tempfile.mkdtemp(prefix="course-bench-class-"))
     try:
@@ -90,33 +95,38 @@ def class_cost(name: str, students: int, jobs: int) -> tuple[float, float, dict,
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("lessons", nargs="*", help="lesson ids (default: every graded lesson)")
     parser.add_argument("--class-lesson", default="01-circuits")
     parser.add_argument("--students", type=int, default=40)
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
     parser.add_argument("--class-only", action="store_true", help="skip the per-lesson costs")
     parser.add_argument("--oversubscribe", type=int, default=0, metavar="K",
-                        help="grade the class again with K busy processes per core running beside it")
+                        help="grade the class again with K busy processes per core running "
+                             "beside it")
     args = parser.parse_args()
     print(f"# {platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}, "
           f"sandbox: {isolation()}")
     if not args.class_only:
         names = args.lessons or nbgrader_cli.lessons(ROOT, graded=True)
-        print(f"{'lesson':<28}{'plain run (s)':>14}{'reference (s)':>15}{'grade one (s)':>15}{'ratio':>8}")
+        print(f"{'lesson':<28}{'plain run (s)':>14}{'reference (s)':>15}{'grade one (s)':>15}"
+              f"{'ratio':>8}")
         sums = [0.0, 0.0, 0.0]
         for name in names:
             plain, ref_seconds, one, ratio = lesson_costs(name)
             sums = [sums[0] + plain, sums[1] + ref_seconds, sums[2] + one]
-            print(f"{name:<28}{plain:>14.1f}{ref_seconds:>15.1f}{one:>15.1f}{ratio:>8.2f}", flush=True)
-        print(f"{'whole course':<28}{sums[0]:>14.1f}{sums[1]:>15.1f}{sums[2]:>15.1f}{sums[2] / sums[0]:>8.2f}")
-    runs = [("quiet", 0)] + ([(f"{args.oversubscribe}x oversubscribed", args.oversubscribe)] if args.oversubscribe else [])
+            print(f"{name:<28}{plain:>14.1f}{ref_seconds:>15.1f}{one:>15.1f}{ratio:>8.2f}",
+                  flush=True)
+        print(f"{'whole course':<28}{sums[0]:>14.1f}{sums[1]:>15.1f}{sums[2]:>15.1f}"
+              f"{sums[2] / sums[0]:>8.2f}")
+    runs = [("quiet", 0)] + ([(f"{args.oversubscribe}x oversubscribed", args.oversubscribe)]
+                             if args.oversubscribe else [])
     for label, per_core in runs:
         with nbgrader_cli.oversubscribed(per_core):
             total, each, scores, load = class_cost(args.class_lesson, args.students, args.jobs)
-        print(f"# {args.students} submissions of {args.class_lesson}, {args.jobs} at a time, {label} (load average "
-              f"{load:.0f} at the end): {total:.1f} s in all (reference run included), {each:.1f} s per submission; "
-              f"scores {scores}", flush=True)
+        print(f"# {args.students} submissions of {args.class_lesson}, {args.jobs} at a time, "
+              f"{label} (load average {load:.0f} at the end): {total:.1f} s in all (reference run "
+              f"included), {each:.1f} s per submission; scores {scores}", flush=True)
     return 0
 
 

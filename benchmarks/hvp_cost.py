@@ -1,4 +1,5 @@
-"""What second derivatives cost: one gradient, one Hessian-vector product, the full Hessian, against p.
+"""What second derivatives cost: one gradient, one Hessian-vector product, the full Hessian, against
+p.
 
     python benchmarks/hvp_cost.py                 (CPU, then CUDA when there is a GPU)
     python benchmarks/hvp_cost.py --max-p 20000 --hessian-up-to 2500 --threads 2
@@ -27,7 +28,8 @@ from course_utils.timing import fastest_seconds
 
 
 def tanh_net_loss(h: int, device: torch.device, n: int = 256, d: int = 16):
-    """p and loss(theta) for a d -> h -> 1 tanh network on fixed random data; theta has shape (p,)."""
+    """p and loss(theta) for a d -> h -> 1 tanh network on fixed random data; theta has shape
+    (p,)."""
     gen = torch.Generator().manual_seed(h)
     X, Y = torch.randn(n, d, generator=gen).to(device), torch.randn(n, generator=gen).to(device)
     p = d * h + h + h + 1
@@ -47,7 +49,8 @@ def fastest_time(fn, device: torch.device) -> float:
 
 
 def sweep(device: torch.device, widths: list[int], hessian_up_to: int) -> list[tuple]:
-    """(p, grad s, HVP double-backward s, HVP jvp(grad) s, Hessian s or nan) for each hidden width."""
+    """(p, grad s, HVP double-backward s, HVP jvp(grad) s, Hessian s or nan) for each hidden
+    width."""
     rows = []
     for h in widths:
         p, loss = tanh_net_loss(h, device)
@@ -91,7 +94,8 @@ def print_row(row: tuple) -> None:
 def print_summary(rows: list[tuple]) -> None:
     hvp = [r[2] / r[1] for r in rows]
     fwd = [r[3] / r[1] for r in rows]
-    print(f"HVP / gradient over p = {rows[0][0]}..{rows[-1][0]}: double backward {min(hvp):.1f}-{max(hvp):.1f}, "
+    print(f"HVP / gradient over p = {rows[0][0]}..{rows[-1][0]}: "
+          f"double backward {min(hvp):.1f}-{max(hvp):.1f}, "
           f"jvp(grad) {min(fwd):.1f}-{max(fwd):.1f}")
     timed = [r for r in rows if r[4] == r[4]]  # nan != nan: the rows where the Hessian was timed
     if len(timed) >= 2:
@@ -101,23 +105,29 @@ def print_summary(rows: list[tuple]) -> None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--max-p", type=int, default=5000, help="largest parameter count (default 5000)")
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
+    parser.add_argument("--max-p", type=int, default=5000,
+                        help="largest parameter count (default 5000)")
     parser.add_argument("--hessian-up-to", type=int, default=1200,
                         help="time the full Hessian only up to this p (default 1200)")
-    parser.add_argument("--threads", type=int, default=1, help="CPU threads while timing on the CPU (default 1)")
-    parser.add_argument("--cpu-only", action="store_true", help="skip CUDA even when a GPU is there")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="CPU threads while timing on the CPU (default 1)")
+    parser.add_argument("--cpu-only", action="store_true",
+                        help="skip CUDA even when a GPU is there")
     args = parser.parse_args()
     if args.max_p < 19 or args.hessian_up_to < 0 or args.threads < 1:
-        parser.error("need --max-p >= 19 (the smallest network), --hessian-up-to >= 0 and --threads >= 1")
+        parser.error("need --max-p >= 19 (the smallest network), --hessian-up-to >= 0 and "
+                     "--threads >= 1")
 
     widths, h = [], 1
     while 18 * h + 1 <= args.max_p:  # p = 16 h + 2 h + 1
         widths.append(h)
         h *= 2
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU"
-    print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}, {gpu}")
-    print(f"# model: 16 -> h -> 1 tanh network, 256 examples, float32; CPU timings with {args.threads} thread(s)")
+    print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+          f"torch {torch.__version__}, {gpu}")
+    print("# model: 16 -> h -> 1 tanh network, 256 examples, float32; CPU timings with "
+          f"{args.threads} thread(s)")
 
     devices = [torch.device("cpu")]
     if torch.cuda.is_available() and not args.cpu_only:

@@ -26,10 +26,12 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def run_time(path: Path) -> float:
-    """Seconds to run the notebook at path top to bottom in a fresh kernel (kernel start included)."""
+    """Seconds to run the notebook at path top to bottom in a fresh kernel (kernel start
+    included)."""
     nb = nbformat.read(path, as_version=4)
     start = time.perf_counter()
-    NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
+    NotebookClient(nb, timeout=600, kernel_name="python3",
+                   resources={"metadata": {"path": str(path.parent)}}).execute()
     return time.perf_counter() - start
 
 
@@ -46,11 +48,12 @@ def autograde_time(course: Path, name: str) -> float:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("lessons", nargs="*", help="lesson ids (default: all)")
     names = parser.parse_args().lessons or nbgrader_cli.lessons(ROOT)
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU"
-    print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}, {gpu}")
+    print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+          f"torch {torch.__version__}, {gpu}")
     print(f"{'lesson':<28}{'notebook (s)':>14}{'autograde (s)':>15}")
     tmp = Path(tempfile.mkdtemp(prefix="course-bench-"))
     try:

@@ -1,32 +1,39 @@
-"""Sharded data parallel measured (lesson 09): bytes per rank and step time for DDP, ZeRO-1/2/3 and FSDP.
+"""Sharded data parallel measured (lesson 09): bytes per rank and step time for DDP, ZeRO-1/2/3 and
+FSDP.
 
     python benchmarks/sharding_memory.py [--world-sizes 2 3] [--steps 5] [--width 512]
 
-Lesson 09's model (Linear(64, d) -> GELU -> Linear(d, d) -> GELU -> Linear(d, d) -> GELU -> Linear(d, 10),
-float32), Adam, a batch of 256 split over the ranks, in real process groups (course_utils.parallel:
-gloo on CPUs, NCCL when each rank has a GPU). Each way trains --steps steps; then every rank reports
+Lesson 09's model (Linear(64, d) -> GELU -> Linear(d, d) -> GELU -> Linear(d, d) -> GELU ->
+Linear(d, 10), float32), Adam, a batch of 256 split over the ranks, in real process groups
+(course_utils.parallel: gloo on CPUs, NCCL when each rank has a GPU). Each way trains --steps steps;
+then every rank reports
 
-- at rest: the bytes of its parameters, gradients and Adam state (distinct storages; a DTensor counts its
-  local shard), next to the ZeRO formula of lesson 09 (a sharded part holds ceil(P/N) numbers);
-- the step's peak above what existed before it: tensors followed by course_utils.memory.TensorAllocations
-  on a CPU (every tensor an operation creates, the all-gathered parameters of FSDP included), the caching
-  allocator's peak on a GPU;
+- at rest: the bytes of its parameters, gradients and Adam state (distinct storages; a DTensor
+  counts its local shard), next to the ZeRO formula of lesson 09 (a sharded part holds ceil(P/N)
+  numbers);
+- the step's peak above what existed before it: tensors followed by
+  course_utils.memory.TensorAllocations on a CPU (every tensor an operation creates, the
+  all-gathered parameters of FSDP included), the caching allocator's peak on a GPU;
 - the fastest step (its slowest rank), and the ratio to DDP's.
 
 The ways:
-  DDP                        DistributedDataParallel(gradient_as_bucket_view=True) + Adam        (ZeRO stage 0)
-  ZeRO-1                     DDP + torch.distributed.optim.ZeroRedundancyOptimizer(Adam)         (stage 1)
+  DDP                        DistributedDataParallel(gradient_as_bucket_view=True) + Adam
+                             (ZeRO stage 0)
+  ZeRO-1                     DDP + torch.distributed.optim.ZeroRedundancyOptimizer(Adam)
+                             (stage 1)
   ZeRO-2 (FSDP, no reshard)  fully_shard(reshard_after_forward=False): each layer's parameters are
                              gathered once per step and kept from its forward to its backward, as
                              ZeRO-2 keeps them (FSDP's SHARD_GRAD_OP); at rest, after the step, FSDP
                              holds them sharded, so the bytes at rest are stage 3's
-  ZeRO-3 (FSDP)              fully_shard on each Linear and the model                           (stage 3)
+  ZeRO-3 (FSDP)              fully_shard on each Linear and the model
+                             (stage 3)
 
-Measured on a 2-core CPU (torch 2.13, gloo), 2 processes: the bytes at rest equal the formula for DDP,
-FSDP and ZeRO-1's parameters and gradients; ZeroRedundancyOptimizer's Adam state is uneven (2.25 MiB on
-the largest rank against 2.15 MiB: it places whole parameters); at 3 processes FSDP holds 736.8 KiB of
-parameters per rank against ceil(P/3) = 734.0 KiB (each parameter is padded to a multiple of 3 rows).
-Step times on a shared 2-core machine move with its load; the ratio to DDP is the figure to read.
+Measured on a 2-core CPU (torch 2.13, gloo), 2 processes: the bytes at rest equal the formula for
+DDP, FSDP and ZeRO-1's parameters and gradients; ZeroRedundancyOptimizer's Adam state is uneven
+(2.25 MiB on the largest rank against 2.15 MiB: it places whole parameters); at 3 processes FSDP
+holds 736.8 KiB of parameters per rank against ceil(P/3) = 734.0 KiB (each parameter is padded to a
+multiple of 3 rows). Step times on a shared 2-core machine move with its load; the ratio to DDP is
+the figure to read.
 """
 
 import argparse
@@ -43,7 +50,8 @@ from course_utils.memory import TensorAllocations, format_bytes, storage_bytes
 from course_utils.parallel import pick_backend, run_workers, worker_device
 
 WAYS = ["DDP", "ZeRO-1", "ZeRO-2 (FSDP, no reshard)", "ZeRO-3 (FSDP)"]
-STAGE = {"DDP": 0, "ZeRO-1": 1, "ZeRO-2 (FSDP, no reshard)": 3, "ZeRO-3 (FSDP)": 3}  # at rest, FSDP shards all three
+# at rest, FSDP shards all three
+STAGE = {"DDP": 0, "ZeRO-1": 1, "ZeRO-2 (FSDP, no reshard)": 3, "ZeRO-3 (FSDP)": 3}
 
 
 def make_mlp(width: int) -> nn.Sequential:
@@ -69,13 +77,15 @@ def run_way(rank: int, world_size: int, way: str, width: int, steps: int) -> dic
     model = make_mlp(width).to(dev)
     if way.startswith("ZeRO-2") or way.startswith("ZeRO-3"):
         reshard = way.startswith("ZeRO-3")
-        mesh = init_device_mesh(dev.type, (world_size,))  # the default mesh is on a GPU wherever there is one
+        # the default mesh is on a GPU wherever there is one
+        mesh = init_device_mesh(dev.type, (world_size,))
         for layer in model:
             if isinstance(layer, nn.Linear):
                 fully_shard(layer, mesh=mesh, reshard_after_forward=reshard)
         net = fully_shard(model, mesh=mesh, reshard_after_forward=reshard)
     else:
-        net = DDP(model, device_ids=[dev] if dev.type == "cuda" else None, gradient_as_bucket_view=True)
+        net = DDP(model, device_ids=[dev] if dev.type == "cuda" else None,
+                  gradient_as_bucket_view=True)
     if way == "ZeRO-1":
         opt = ZeroRedundancyOptimizer(model.parameters(), optimizer_class=torch.optim.Adam, lr=1e-3)
         state = opt.optim.state
@@ -109,7 +119,8 @@ def run_way(rank: int, world_size: int, way: str, width: int, steps: int) -> dic
         peak = mem.peak_bytes
     params = list(model.parameters())
     return {"params": storage_bytes(params), "grads": storage_bytes(p.grad for p in params),
-            "optimizer": storage_bytes(t for s in state.values() for t in s.values() if torch.is_tensor(t) and t.dim() > 0),
+            "optimizer": storage_bytes(t for s in state.values() for t in s.values()
+                                       if torch.is_tensor(t) and t.dim() > 0),
             "peak": peak, "seconds": min(times)}
 
 
@@ -120,26 +131,30 @@ def worker(rank: int, world_size: int, width: int, steps: int) -> dict:
 
 
 def formula(num_params: int, world_size: int, stage: int) -> dict:
-    """Lesson 09's ZeRO bytes per rank: float32 parameters and gradients, Adam's two float32 numbers."""
+    """Lesson 09's ZeRO bytes per rank: float32 parameters and gradients, Adam's two float32
+    numbers."""
     shard = math.ceil(num_params / world_size)
-    return {"params": 4 * (shard if stage >= 3 else num_params), "grads": 4 * (shard if stage >= 2 else num_params),
+    return {"params": 4 * (shard if stage >= 3 else num_params),
+            "grads": 4 * (shard if stage >= 2 else num_params),
             "optimizer": 8 * (shard if stage >= 1 else num_params)}
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--world-sizes", type=int, nargs="+", default=[2, 3])
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--width", type=int, default=512)
     args = parser.parse_args()
     P = sum(p.numel() for p in make_mlp(args.width).parameters())
-    print(f"# sharded data parallel, torch {torch.__version__}, {platform.machine()}, {P:,} parameters "
-          f"(float32), Adam, batch 256")
+    print(f"# sharded data parallel, torch {torch.__version__}, {platform.machine()}, "
+          f"{P:,} parameters (float32), Adam, batch 256")
     for world_size in args.world_sizes:
-        ranks = run_workers(worker, world_size=world_size, args=(args.width, args.steps), timeout=600)
-        print(f"\n## {world_size} processes ({pick_backend(world_size)}); bytes per rank: the largest rank, "
-              f"[ZeRO formula]")
-        print(f"{'':26}{'params':>22}{'grads':>22}{'Adam state':>22}{'step peak':>12}{'step ms':>9}{'vs DDP':>8}")
+        ranks = run_workers(worker, world_size=world_size, args=(args.width, args.steps),
+                            timeout=600)
+        print(f"\n## {world_size} processes ({pick_backend(world_size)}); bytes per rank: "
+              "the largest rank, [ZeRO formula]")
+        print(f"{'':26}{'params':>22}{'grads':>22}{'Adam state':>22}{'step peak':>12}{'step ms':>9}"
+              f"{'vs DDP':>8}")
         ddp = max(r["DDP"]["seconds"] for r in ranks)
         for way in WAYS:
             want = formula(P, world_size, STAGE[way])
@@ -147,7 +162,8 @@ def main() -> None:
                      for k in ("params", "grads", "optimizer")]
             seconds = max(r[way]["seconds"] for r in ranks)
             print(f"{way:26}" + "".join(f"{c:>22}" for c in cells)
-                  + f"{format_bytes(max(r[way]['peak'] for r in ranks)):>12}{1e3 * seconds:9.1f}{seconds / ddp:8.2f}")
+                  + f"{format_bytes(max(r[way]['peak'] for r in ranks)):>12}"
+                    f"{1e3 * seconds:9.1f}{seconds / ddp:8.2f}")
 
 
 if __name__ == "__main__":

@@ -6,18 +6,23 @@ What notebooks import (this folder):
     graph       walk an autograd graph, report saved tensors, draw it with torchviz
     circuits    the circuit diagrams of lessons 01-02, static and interactive
     valuegraph  draw a micrograd-style scalar graph (data and grad on each value), lesson 02
-    memory      activation memory measured: saved-tensor accounting (any device), CUDA peak statistics
+    memory      activation memory measured: saved-tensor accounting (any device), CUDA peak
+                statistics
     timing      the fastest of a few calls of a function, the same way in every lesson and benchmark
     data        small data sets made on the spot: no downloads
     doctor      is this machine ready? one-line fixes (bash course.sh doctor, lesson 00)
     progress    a progress line on stdout for long cells (never stderr: graded cells stay clean)
-    parallel    run_workers: real gloo/NCCL process groups from a notebook; init_from_env for torchrun
+    parallel    run_workers: real gloo/NCCL process groups from a notebook; init_from_env for
+                torchrun
     exercises   the stub of an unsolved exercise and the one line it shows
-    checks      what visible test cells call: strict comparisons with diagnostic messages, finite differences
-    judging     what hidden test cells call: grade(probe, expect, judge), raised, outcome, memory_peaks
+    checks      what visible test cells call: strict comparisons with diagnostic messages, finite
+                differences
+    judging     what hidden test cells call: grade(probe, expect, judge), raised, outcome,
+                memory_peaks
 
 course_utils.grader: the sandboxed grader (docs/grading-design.md); no notebook imports it.
 course_utils.authoring: tools for course authors (nbgrader driven from tests, `release`).
+course_admin (beside this package, never imported from it): the hub's exchange, a class's grades.
 
 Importing the package does nothing but import: call `setup(seed=...)` at the top of a notebook.
 """
@@ -46,7 +51,8 @@ def setup(seed: int = 0) -> None:
     # These are about the tooling, not the lesson: keep them out of learners' way.
     warnings.filterwarnings("ignore", category=DeprecationWarning)
     warnings.filterwarnings("ignore", category=FutureWarning)
-    # An exercise not attempted yet shows one line naming it, not a traceback (course_utils.exercises).
+    # An exercise not attempted yet shows one line naming it, not a traceback
+    # (course_utils.exercises).
     from IPython import get_ipython
 
     from course_utils.exercises import show_stubs_in_one_line

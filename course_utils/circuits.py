@@ -6,7 +6,8 @@ the number torch computes, and draws itself as SVG (no Graphviz needed): inputs 
 one column per depth, each wire labelled with its value above (green) and its gradient below
 (red), like the classic figure of CS231n's notes.
 
-    c = Circuit({"x": -2.0, "y": 5.0, "z": -4.0}, [("q", "add", ("x", "y")), ("f", "mul", ("q", "z"))])
+    c = Circuit({"x": -2.0, "y": 5.0, "z": -4.0},
+                [("q", "add", ("x", "y")), ("f", "mul", ("q", "z"))])
     c.values["f"], c.grads["x"]      # -12.0, -4.0
     c                                # shows the SVG in a notebook
     interactive(c)                   # sliders for x, y, z; the picture follows them live
@@ -41,9 +42,11 @@ class Circuit:
     Attributes after construction: values and grads, both {name: float} for every wire.
     """
 
-    def __init__(self, inputs: Mapping[str, float], gates: Sequence[tuple[str, str, tuple[str, ...]]]):
+    def __init__(self, inputs: Mapping[str, float],
+                 gates: Sequence[tuple[str, str, tuple[str, ...]]]):
         if not isinstance(inputs, Mapping) or not inputs:
-            raise TypeError(f"inputs must be a non-empty dict of name -> number, got {type(inputs).__name__}")
+            raise TypeError("inputs must be a non-empty dict of name -> number, "
+                            f"got {type(inputs).__name__}")
         for name, v in inputs.items():
             if type(v) not in (int, float):
                 raise TypeError(f"input {name!r} must be an int or float, got {type(v).__name__}")
@@ -52,10 +55,12 @@ class Circuit:
         known = list(inputs)
         for gate in gates:
             if not (isinstance(gate, tuple) and len(gate) == 3):
-                raise TypeError(f"each gate must be a tuple (output, op, (inputs...)), got {gate!r}")
+                raise TypeError("each gate must be a tuple (output, op, (inputs...)), "
+                                f"got {gate!r}")
             out, op, args = gate
             if op not in OPS:
-                raise ValueError(f"unknown op {op!r} in gate {out!r}; expected one of {sorted(OPS)}")
+                raise ValueError(f"unknown op {op!r} in gate {out!r}; "
+                                 f"expected one of {sorted(OPS)}")
             if len(args) != OPS[op][1]:
                 raise ValueError(f"gate {out!r}: {op} takes {OPS[op][1]} input(s), got {len(args)}")
             missing = [a for a in args if a not in known]
@@ -70,7 +75,8 @@ class Circuit:
         self.values, self.grads = self._evaluate()
 
     def _evaluate(self) -> tuple[dict[str, float], dict[str, float]]:
-        wires = {n: torch.tensor(float(v), dtype=torch.float64, requires_grad=True) for n, v in self.inputs.items()}
+        wires = {n: torch.tensor(float(v), dtype=torch.float64, requires_grad=True)
+                 for n, v in self.inputs.items()}
         for out, op, args in self.gates:
             wires[out] = OPS[op][2](*(wires[a] for a in args))
             wires[out].retain_grad()  # keep gradients of intermediate values for the picture
@@ -83,7 +89,8 @@ class Circuit:
         """The same gates with some inputs changed, e.g. c.with_inputs(x=1.0)."""
         unknown = set(inputs) - set(self.inputs)
         if unknown:
-            raise ValueError(f"unknown inputs {sorted(unknown)}; this circuit has {list(self.inputs)}")
+            raise ValueError(f"unknown inputs {sorted(unknown)}; "
+                             f"this circuit has {list(self.inputs)}")
         return Circuit({**self.inputs, **inputs}, self.gates)
 
     def _layout(self) -> dict[str, tuple[float, float]]:
@@ -102,12 +109,14 @@ class Circuit:
         pos = self._layout()
         width = max(x for x, _ in pos.values()) + _DX + _PAD
         height = max(y for _, y in pos.values()) + _PAD + 30
-        parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0f}" height="{height:.0f}" '
-                 'font-family="monospace" font-size="14">']
+        parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0f}" '
+                 f'height="{height:.0f}" font-family="monospace" font-size="14">']
 
         def wire(name, x0, y0, x1, y1):
-            parts.append(f'<line x1="{x0:.0f}" y1="{y0:.0f}" x2="{x1:.0f}" y2="{y1:.0f}" stroke="#444" stroke-width="1.5"/>')
-            mx, my = x0 + 0.45 * (x1 - x0), y0 + 0.45 * (y1 - y0)  # nearer the source: wires meet at gates
+            parts.append(f'<line x1="{x0:.0f}" y1="{y0:.0f}" x2="{x1:.0f}" y2="{y1:.0f}" '
+                         'stroke="#444" stroke-width="1.5"/>')
+            # nearer the source: wires meet at gates
+            mx, my = x0 + 0.45 * (x1 - x0), y0 + 0.45 * (y1 - y0)
             parts.append(f'<text x="{mx:.0f}" y="{my - 6:.0f}" fill="{GREEN}" text-anchor="middle" '
                          f'class="value" data-wire="{escape(name)}">{self.values[name]:.2f}</text>')
             parts.append(f'<text x="{mx:.0f}" y="{my + 17:.0f}" fill="{RED}" text-anchor="middle" '
@@ -115,20 +124,26 @@ class Circuit:
 
         for name in self.inputs:
             x, y = pos[name]
-            parts.append(f'<text x="{x - 8:.0f}" y="{y + 5:.0f}" text-anchor="end" font-weight="bold">{escape(name)}</text>')
+            parts.append(f'<text x="{x - 8:.0f}" y="{y + 5:.0f}" text-anchor="end" '
+                         f'font-weight="bold">{escape(name)}</text>')
         for out, op, args in self.gates:
             gx, gy = pos[out]
             for a in args:
                 ax, ay = pos[a]
-                wire(a, ax + (22 if a not in self.inputs else 0), ay, gx - 22, gy)  # gates have radius 22
-            parts.append(f'<circle cx="{gx:.0f}" cy="{gy:.0f}" r="22" fill="#f4f4f4" stroke="#444"/>')
-            parts.append(f'<text x="{gx:.0f}" y="{gy + 5:.0f}" text-anchor="middle">{escape(OPS[op][0])}</text>')
+                # gates have radius 22
+                wire(a, ax + (22 if a not in self.inputs else 0), ay, gx - 22, gy)
+            parts.append(f'<circle cx="{gx:.0f}" cy="{gy:.0f}" r="22" fill="#f4f4f4" '
+                         'stroke="#444"/>')
+            parts.append(f'<text x="{gx:.0f}" y="{gy + 5:.0f}" '
+                         f'text-anchor="middle">{escape(OPS[op][0])}</text>')
         ox, oy = pos[self.output]
         wire(self.output, ox + 22, oy, ox + _DX - 40, oy)
-        parts.append(f'<text x="{ox + _DX - 32:.0f}" y="{oy + 5:.0f}" font-weight="bold">{escape(self.output)}</text>')
-        parts.append(f'<text x="{_PAD:.0f}" y="{height - 10:.0f}" font-size="12" fill="{GREEN}">green: forward value</text>')
-        parts.append(f'<text x="{_PAD + 190:.0f}" y="{height - 10:.0f}" font-size="12" fill="{RED}">'
-                     f'red: gradient d{escape(self.output)}/d(wire)</text>')
+        parts.append(f'<text x="{ox + _DX - 32:.0f}" y="{oy + 5:.0f}" '
+                     f'font-weight="bold">{escape(self.output)}</text>')
+        parts.append(f'<text x="{_PAD:.0f}" y="{height - 10:.0f}" font-size="12" '
+                     f'fill="{GREEN}">green: forward value</text>')
+        parts.append(f'<text x="{_PAD + 190:.0f}" y="{height - 10:.0f}" font-size="12" '
+                     f'fill="{RED}">red: gradient d{escape(self.output)}/d(wire)</text>')
         parts.append("</svg>")
         return "\n".join(parts)
 
@@ -160,9 +175,10 @@ def interactive(circuit: Circuit, low: float = -10.0, high: float = 10.0, step: 
 
     if not isinstance(circuit, Circuit):
         raise TypeError(f"circuit must be a Circuit, got {type(circuit).__name__}")
-    sliders = {n: widgets.FloatSlider(value=v, min=min(low, v), max=max(high, v), step=step, description=n,
-                                      continuous_update=True, readout_format=".1f",
-                                      layout=widgets.Layout(width=SLIDER_WIDTH, min_width=SLIDER_WIDTH))
+    sliders = {n: widgets.FloatSlider(value=v, min=min(low, v), max=max(high, v), step=step,
+                                      description=n, continuous_update=True, readout_format=".1f",
+                                      layout=widgets.Layout(width=SLIDER_WIDTH,
+                                                            min_width=SLIDER_WIDTH))
                for n, v in circuit.inputs.items()}
     picture = widgets.HTML(circuit.svg())
 

@@ -15,11 +15,12 @@ def _check_int(name: str, value, low: int = 1) -> int:
     return value
 
 
-def blobs(n: int = 256, num_inputs: int = 20, num_classes: int = 4, spread: float = 1.0, seed: int = 0,
-          dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, torch.Tensor]:
+def blobs(n: int = 256, num_inputs: int = 20, num_classes: int = 4, spread: float = 1.0,
+          seed: int = 0, dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, torch.Tensor]:
     """Gaussian clusters, one per class, around random centres.
 
-    Returns: X of shape (n, num_inputs) and dtype `dtype`; y of shape (n,), int64 labels in [0, num_classes).
+    Returns: X of shape (n, num_inputs) and dtype `dtype`; y of shape (n,), int64 labels in [0,
+    num_classes).
     """
     for name, v in (("n", n), ("num_inputs", num_inputs), ("num_classes", num_classes)):
         _check_int(name, v)
@@ -48,7 +49,8 @@ def linear(n: int = 64, num_inputs: int = 3, noise: float = 0.01, seed: int = 0,
     return X.to(dtype), y.reshape(-1, 1).to(dtype)
 
 
-def sequences(n: int = 64, seq_len: int = 128, vocab_size: int = 64, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+def sequences(n: int = 64, seq_len: int = 128, vocab_size: int = 64,
+              seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
     """Token sequences for next-token prediction: each sequence counts up through the vocabulary
     modulo vocab_size from a random start, by a step of 1, 2 or 3 drawn per sequence, and one token
     in eight is replaced by a random one (so the step must be read from the context, never certain).

@@ -1,4 +1,5 @@
-"""Is this machine ready for the course? Each check says what is wrong and the one line that fixes it.
+"""Is this machine ready for the course? Each check says what is wrong and the one line that fixes
+it.
 
 Run it from the start-here notebook (solutions/00-start-here) or a shell:
 
@@ -30,7 +31,8 @@ SETUP = "bash course.sh setup"  # installs every pinned package into .venv (READ
 
 @dataclass(frozen=True)
 class Check:
-    """One check: its name, whether it passed, what was found, and a one-line fix when it did not."""
+    """One check: its name, whether it passed, what was found, and a one-line fix when it did
+    not."""
 
     name: str
     ok: bool
@@ -50,10 +52,12 @@ def check_python() -> Check:
     v = sys.version_info
     venv = Path(sys.prefix).resolve() == (ROOT / ".venv").resolve()
     # where it runs, unless it is the course's own environment (a wrong kernel shows here)
-    found = f"Python {v.major}.{v.minor}.{v.micro} " + ("(the course's .venv)" if venv else f"({sys.executable})")
+    found = (f"Python {v.major}.{v.minor}.{v.micro} "
+             + ("(the course's .venv)" if venv else f"({sys.executable})"))
     if v >= (3, 10):
         return Check("Python", True, found)
-    return Check("Python", False, found, "install Python 3.10 or newer, then run: PYTHON=python3.11 " + SETUP)
+    return Check("Python", False, found,
+                 "install Python 3.10 or newer, then run: PYTHON=python3.11 " + SETUP)
 
 
 def check_torch() -> Check:
@@ -83,14 +87,16 @@ def check_device() -> Check:
         (torch.ones(2, device="cuda") * 2).sum().item()
     except Exception as e:  # a driver that does not match the build, a GPU in use by others...
         return Check("CPU or GPU", False, f"CUDA is reported but fails: {str(e).splitlines()[0]}",
-                     "set CUDA_VISIBLE_DEVICES= (empty) before starting JupyterLab to use the CPU, or fix the driver")
+                     "set CUDA_VISIBLE_DEVICES= (empty) before starting JupyterLab to use the CPU, "
+                     "or fix the driver")
     return Check("CPU or GPU", True, f"{torch.cuda.device_count()} CUDA GPU(s): {name}")
 
 
 def check_graphviz() -> Check:
     """torchviz draws autograd graphs with Graphviz's `dot` program (a system package, not pip)."""
     dot = shutil.which("dot")
-    fix = "sudo apt-get install graphviz | brew install graphviz | conda install -c conda-forge graphviz"
+    fix = ("sudo apt-get install graphviz | brew install graphviz "
+           "| conda install -c conda-forge graphviz")
     if dot is None:
         return Check("Graphviz", False, "the `dot` program is not on PATH", fix)
     try:
@@ -110,7 +116,8 @@ def check_widgets() -> Check:
         importlib.import_module("jupyterlab_widgets")
     except ImportError as e:
         want = pinned("ipywidgets") or "8"
-        return Check("Widgets", False, f"cannot import {e.name}", f"pip install ipywidgets=={want}   (or `{SETUP}`)")
+        return Check("Widgets", False, f"cannot import {e.name}",
+                     f"pip install ipywidgets=={want}   (or `{SETUP}`)")
     return Check("Widgets", True, f"ipywidgets {ipywidgets.__version__}")
 
 
@@ -122,7 +129,8 @@ def merged_config(section: str, folder: str = "") -> dict:
 
     data: dict = {}
     for path in reversed(jupyter_config_path()):
-        recursive_update(data, BaseJSONConfigManager(config_dir=str(Path(path) / folder)).get(section))
+        recursive_update(data,
+                         BaseJSONConfigManager(config_dir=str(Path(path) / folder)).get(section))
     return data
 
 
@@ -134,10 +142,12 @@ def validate_problem() -> str | None:
             return f"cannot import {package}"
     from jupyter_core.paths import jupyter_path
 
-    server = merged_config("jupyter_server_config").get("ServerApp", {}).get("jpserver_extensions", {})
+    server = (merged_config("jupyter_server_config").get("ServerApp", {})
+              .get("jpserver_extensions", {}))
     if not server.get("nbgrader.server_extensions.validate_assignment"):
         return "nbgrader's validate server extension is not enabled"
-    if not any((Path(p) / "@jupyter" / "nbgrader" / "package.json").is_file() for p in jupyter_path("labextensions")):
+    if not any((Path(p) / "@jupyter" / "nbgrader" / "package.json").is_file()
+               for p in jupyter_path("labextensions")):
         return "nbgrader's JupyterLab extension is not installed"
     disabled = merged_config("page_config", "labconfig").get("disabledExtensions", {})
     if isinstance(disabled, list):
@@ -152,11 +162,13 @@ def check_validate() -> Check:
     problem = validate_problem()
     if problem is None:
         version = importlib.metadata.version("nbgrader")
-        return Check("nbgrader Validate", True, f"nbgrader {version}: the Validate button is in each notebook's toolbar")
+        return Check("nbgrader Validate", True,
+                     f"nbgrader {version}: the Validate button is in each notebook's toolbar")
     if "disabled" in problem:
         fix = "jupyter labextension enable @jupyter/nbgrader:validate-assignment"
     elif "server extension" in problem:
-        fix = "jupyter server extension enable --sys-prefix nbgrader.server_extensions.validate_assignment"
+        fix = ("jupyter server extension enable --sys-prefix "
+               "nbgrader.server_extensions.validate_assignment")
     else:
         fix = f"run `{SETUP}`: it installs nbgrader and its JupyterLab extension"
     return Check("nbgrader Validate", False, problem, fix)
@@ -187,12 +199,14 @@ def format_rows(rows: list[Check]) -> str:
         if not r.ok:
             lines.append(f"     {'':<{width}}  -> {r.fix}")
     bad = [r.name for r in rows if not r.ok]
-    lines.append("All set: open lesson 01." if not bad else f"Fix {', '.join(bad)}, then run this again.")
+    lines.append("All set: open lesson 01." if not bad
+                 else f"Fix {', '.join(bad)}, then run this again.")
     return "\n".join(lines)
 
 
 def report() -> bool:
-    """Print the checks (to stdout: it is safe in any notebook cell); return True when all passed."""
+    """Print the checks (to stdout: it is safe in any notebook cell); return True when all
+    passed."""
     rows = check_setup()
     print(format_rows(rows))
     return all(r.ok for r in rows)

@@ -5,7 +5,8 @@ the exercise's function. Calling the function before it is written raises NotImp
 STUB's message; in a notebook (after course_utils.setup()) that error shows as one line naming the
 function, not as a traceback:
 
-    Exercise not attempted yet: circuit_grads (write it in its exercise cell, run that cell, then this one)
+    Exercise not attempted yet: circuit_grads (write it in its exercise cell, run that cell, then
+    this one)
 
 Any other exception keeps its full traceback. The grader recognises an untouched answer by the same
 line (course_utils.grader.grade). A demonstration cell that runs an exercise's code wraps it in
@@ -75,12 +76,14 @@ def uses_your_code():
     Before the exercise is written, the block stops at its first call of the stub and the cell
     prints one line saying which exercise it waits for, without failing: Run All goes on, also when
     the stub ran in a worker process (an error whose `stub` attribute is the stub's error, such as
-    course_utils.parallel.WorkerError). Any other error (a bug in a written answer) propagates as usual.
+    course_utils.parallel.WorkerError). Any other error (a bug in a written answer) propagates as
+    usual.
     """
     try:
         yield
-    except Exception as e:  # noqa: BLE001 - only an unsolved exercise's stub is caught; the rest propagates
-        stub = getattr(e, "stub", None)  # a worker process ran the stub (course_utils.parallel.WorkerError)
+    except Exception as e:  # only an unsolved exercise's stub is caught; the rest propagates
+        # a worker process ran the stub (course_utils.parallel.WorkerError)
+        stub = getattr(e, "stub", None)
         line = not_attempted_line(e if stub is None else stub)
         if line is None:
             raise

@@ -82,11 +82,13 @@ def _as_node(root):
         raise TypeError("root must be a torch.Tensor with a grad_fn or an autograd Node, "
                         f"got {type(root).__name__}")
     if root.grad_fn is None and root.requires_grad:
-        raise ValueError("root has no grad_fn: it is a leaf tensor (made with requires_grad=True, not "
-                         "computed), so no graph hangs below it; pass a tensor computed from it")
+        raise ValueError("root has no grad_fn: it is a leaf tensor (made with requires_grad=True, "
+                         "not computed), so no graph hangs below it; pass a tensor computed from "
+                         "it")
     if root.grad_fn is None:
-        raise ValueError("root has no grad_fn: it does not require grad, so no graph was recorded; it was "
-                         "computed under torch.no_grad(), from .detach(), or from inputs that need no grad")
+        raise ValueError("root has no grad_fn: it does not require grad, so no graph was recorded; "
+                         "it was computed under torch.no_grad(), from .detach(), or from inputs "
+                         "that need no grad")
     return root.grad_fn
 
 
@@ -110,7 +112,8 @@ def _bfs(root):
         node, depth = queue.popleft()
         order.append((node, depth))
         for child, _ in node.next_functions:
-            if child is not None and id(child) not in seen:  # `order` keeps nodes alive: ids stay unique
+            # `order` keeps nodes alive: ids stay unique
+            if child is not None and id(child) not in seen:
                 seen.add(id(child))
                 queue.append((child, depth + 1))
     return order
@@ -135,7 +138,8 @@ def saved_tensors(node: Node, leaf_storages: set | None = None) -> list[SavedTen
     Raises RuntimeError if backward() already freed the graph.
     """
     if not isinstance(node, Node):
-        raise TypeError(f"node must be an autograd Node such as y.grad_fn, got {type(node).__name__}")
+        raise TypeError("node must be an autograd Node such as y.grad_fn, "
+                        f"got {type(node).__name__}")
     if leaf_storages is None:
         leaf_storages = _leaf_storages(n for n, _ in _bfs(node))
     out = []
@@ -152,7 +156,8 @@ def saved_tensors(node: Node, leaf_storages: set | None = None) -> list[SavedTen
         if isinstance(value, torch.Tensor):
             named = [(attr, value)]
         elif isinstance(value, (tuple, list)):
-            named = [(f"{attr}[{i}]", t) for i, t in enumerate(value) if isinstance(t, torch.Tensor)]
+            named = [(f"{attr}[{i}]", t) for i, t in enumerate(value)
+                     if isinstance(t, torch.Tensor)]
         else:
             continue  # ints, floats, sizes, None: saved too, but not tensors
         for name, t in named:
@@ -160,7 +165,8 @@ def saved_tensors(node: Node, leaf_storages: set | None = None) -> list[SavedTen
             out.append(SavedTensor(
                 node=type(node).__name__, name=name, dtype=t.dtype, shape=tuple(t.shape),
                 nbytes=t.numel() * t.element_size(), storage=storage.data_ptr(),
-                storage_nbytes=storage.nbytes(), is_leaf_storage=storage.data_ptr() in leaf_storages,
+                storage_nbytes=storage.nbytes(),
+                is_leaf_storage=storage.data_ptr() in leaf_storages,
             ))
     return out
 
@@ -212,7 +218,8 @@ class GraphReport:
 
     @property
     def activation_bytes(self) -> int:
-        return sum({s.storage: s.storage_nbytes for s in self.saved if not s.is_leaf_storage}.values())
+        return sum({s.storage: s.storage_nbytes for s in self.saved
+                    if not s.is_leaf_storage}.values())
 
     def __str__(self) -> str:
         def fmt(s):
@@ -221,14 +228,15 @@ class GraphReport:
 
         w_name = max([len("node")] + [len(n.name) for n in self.nodes])
         w_param = max([len("param")] + [len(n.param_name or "") for n in self.nodes])
-        lines = [f"{'depth':>5}  {'node':<{w_name}}  {'param':<{w_param}}  saved (name dtype shape bytes)"]
+        lines = [f"{'depth':>5}  {'node':<{w_name}}  {'param':<{w_param}}  "
+                 "saved (name dtype shape bytes)"]
         for n in self.nodes:
             saved = ", ".join(fmt(s) for s in n.saved)
             row = f"{n.depth:>5}  {n.name:<{w_name}}  {n.param_name or '':<{w_param}}  {saved}"
             lines.append(row.rstrip())
         lines.append(f"total  nodes={len(self.nodes)} saved_tensors={len(self.saved)} "
-                     f"storages={len({s.storage for s in self.saved})} saved_bytes={self.saved_bytes} "
-                     f"activation_bytes={self.activation_bytes}")
+                     f"storages={len({s.storage for s in self.saved})} "
+                     f"saved_bytes={self.saved_bytes} activation_bytes={self.activation_bytes}")
         return "\n".join(lines)
 
     __repr__ = __str__  # a notebook cell ending in report(y) shows the table too
@@ -248,7 +256,8 @@ def report(root, params: dict | None = None) -> GraphReport:
     return GraphReport(nodes=nodes, leaves=leaves, saved=[s for n in nodes for s in n.saved])
 
 
-def draw(root: torch.Tensor, params: dict | None = None, show_saved: bool = False) -> graphviz.Digraph:
+def draw(root: torch.Tensor, params: dict | None = None,
+         show_saved: bool = False) -> graphviz.Digraph:
     """Draw the graph behind `root` with torchviz.make_dot, in the course colours (COLOURS).
 
     Inputs:
@@ -259,8 +268,8 @@ def draw(root: torch.Tensor, params: dict | None = None, show_saved: bool = Fals
     Returns a graphviz.Digraph; a notebook displays it, dot.render(...) writes a file.
     """
     if not isinstance(root, torch.Tensor):
-        raise TypeError(f"root must be a torch.Tensor with a grad_fn (draw starts from the output), "
-                        f"got {type(root).__name__}")
+        raise TypeError("root must be a torch.Tensor with a grad_fn (draw starts from the "
+                        f"output), got {type(root).__name__}")
     _as_node(root)  # the same checks, and errors, as walk()
     _param_names(params)
     with warnings.catch_warnings():  # torchviz calls distutils' LooseVersion, deprecated
@@ -280,6 +289,7 @@ def draw(root: torch.Tensor, params: dict | None = None, show_saved: bool = Fals
 def next_node_number() -> int:
     """The sequence number autograd gives the next node it makes in this thread. It only grows,
     whatever hooks, modes or grad mode code sets, so the difference of two readings counts the nodes
-    made in between: how the lessons' checks tell that an answer built a graph it should not have."""
+    made in between: how the lessons' checks tell that an answer built a graph it should not
+    have."""
     with torch.enable_grad():
         return (torch.zeros(1, requires_grad=True) * 1).grad_fn._sequence_nr()

@@ -6,7 +6,7 @@ A graded test cell's hidden part defines three functions and hands them to `grad
     def probe():                  # builds inputs, calls the learner's code, returns plain data
         return {"grads": [circuit_grads(x, y, z) for x, y, z in CASES]}
     ### BEGIN EXPECTED
-    def expect():                 # the right answers (and known wrong ones), never shown to the learner's code
+    def expect():  # the right answers (and known wrong ones), never shown to the learner's code
         return {"grads": [(z, z, x + y) for x, y, z in CASES]}
     def judge(got, want):         # compares with course_utils.checks; raises AssertionError
         for g, w, case in zip(got["grads"], want["grads"], CASES):
@@ -16,20 +16,22 @@ A graded test cell's hidden part defines three functions and hands them to `grad
     ### END HIDDEN TESTS
 
 Where it runs decides what `grade` does:
-- in a notebook (Validate, plain `nbgrader autograde`): judge(probe(), expect()), as an ordinary test;
-- in the learner's sandbox (course_utils.grader.grade): the EXPECTED block is cut out before the cell
-  is sent, and grade() sends encode(probe()) to the grader: the learner's process never computes,
-  and so can never copy, an expected value;
+- in a notebook (Validate, plain `nbgrader autograde`): judge(probe(), expect()), as an ordinary
+  test;
+- in the learner's sandbox (course_utils.grader.grade): the EXPECTED block is cut out before the
+  cell is sent, and grade() sends encode(probe()) to the grader: the learner's process never
+  computes, and so can never copy, an expected value;
 - in the reference worker (the instructor's solution, trusted): grade() keeps expect() and judge,
   checks that the reference passes, and later judges each learner's decoded observations.
 
 Observations cross between processes in the grader's wire format (course_utils.grader.protocol).
 
-An exercise's check is written once, as a `Check` (a probe and a judge in a course_utils.lessonchecks
-module), and a test cell only names its cases: the visible part is `CHECK.visible(answer, cases,
-want)`, the hidden part is its cases, an EXPECTED block with expect(), and `CHECK.hidden(answer,
-cases, expect)`, which calls grade() with the same probe and judge. Validate and the grader so apply
-the same rules, and the learner reads two lines under the exercise instead of the checker's code.
+An exercise's check is written once, as a `Check` (a probe and a judge in a
+course_utils.lessonchecks module), and a test cell only names its cases: the visible part is
+`CHECK.visible(answer, cases, want)`, the hidden part is its cases, an EXPECTED block with expect(),
+and `CHECK.hidden(answer, cases, expect)`, which calls grade() with the same probe and judge.
+Validate and the grader so apply the same rules, and the learner reads two lines under the exercise
+instead of the checker's code.
 """
 
 import math
@@ -41,22 +43,24 @@ from fractions import Fraction
 import torch
 
 from course_utils.checks import CheckFailed
-from course_utils.exercises import not_attempted_line, raised_name  # noqa: F401 (raised_name: judges use it from here)
+# raised_name: judges use it from here
+from course_utils.exercises import not_attempted_line, raised_name
 
 SEED = 0
 
-# The grader's one hook into this module: course_utils.grader.cellrunner sets it to its Session when a
-# notebook runs inside the grader (None in a notebook); grade() and memory_peaks() read it.
+# The grader's one hook into this module: course_utils.grader.cellrunner sets it to its Session when
+# a notebook runs inside the grader (None in a notebook); grade() and memory_peaks() read it.
 session = None
 
-# While a visible test's probe and judge run: id of each names-tuple outcome() returned -> (that tuple,
-# the exception), so that the verdict "f(...) raised X" shows the traceback through the learner's code
-# (value_of). None otherwise: hidden tests keep no frames alive between cells.
+# While a visible test's probe and judge run: id of each names-tuple outcome() returned -> (that
+# tuple, the exception), so that the verdict "f(...) raised X" shows the traceback through the
+# learner's code (value_of). None otherwise: hidden tests keep no frames alive between cells.
 _causes: dict[int, tuple] | None = None
 
 
 class GradingSetupError(Exception):
-    """The instructor's side is wrong: the reference fails its own judge, or a test cell is malformed."""
+    """The instructor's side is wrong: the reference fails its own judge, or a test cell is
+    malformed."""
 
 
 def _seed() -> None:
@@ -69,12 +73,14 @@ def _seed() -> None:
         pass
 
 
-def grade(probe: Callable[[], object], expect: Callable[[], object] | None, judge: Callable[[object, object], None] | None) -> None:
+def grade(probe: Callable[[], object], expect: Callable[[], object] | None,
+          judge: Callable[[object, object], None] | None) -> None:
     """Run a hidden test: judge(probe(), expect()) here, or split across processes by the grader.
 
     Inputs:
     - probe: no arguments; calls the learner's code on the hidden cases and returns plain data
-      (see `encode`); it must build its own inputs (grade seeds torch, random and numpy with 0 first)
+      (see `encode`); it must build its own inputs (grade seeds torch, random and numpy with 0
+      first)
     - expect: no arguments; returns the expected values the judge compares with (None in the
       learner's sandbox, where the EXPECTED block is cut out)
     - judge: judge(got, want) raises AssertionError naming the mistake when `got` is wrong
@@ -85,7 +91,8 @@ def grade(probe: Callable[[], object], expect: Callable[[], object] | None, judg
         session.grade(probe, expect, judge)
         return
     if not (callable(expect) and callable(judge)):
-        raise TypeError("expect and judge must be functions (the ### BEGIN/END EXPECTED block defines them)")
+        raise TypeError("expect and judge must be functions "
+                        "(the ### BEGIN/END EXPECTED block defines them)")
     judge(run_probe(probe), run_expect(expect))
 
 
@@ -93,7 +100,8 @@ class Check:
     """One exercise's test, written once, used by its visible test and by its hidden judge.
 
     - probe(answer, cases) calls the learner's `answer` (a function or class) on `cases` and returns
-      plain data (what `encode` takes); it builds inputs from `cases` and never computes a right answer
+      plain data (what `encode` takes); it builds inputs from `cases` and never computes a right
+      answer
     - judge(got, want, cases) raises AssertionError (course_utils.checks) naming the mistake when
       `got` differs from `want`, the expected data for those cases
     """
@@ -108,7 +116,8 @@ class Check:
         failing, so that Run All goes on; under nbgrader (Validate, autograde: NBGRADER_EXECUTION)
         and in the grader it fails, so an unsolved exercise is never reported as passed."""
         global _causes
-        _causes = {} if session is None else None   # the grader's worker shows no traceback: keep no frames
+        # the grader's worker shows no traceback: keep no frames
+        _causes = {} if session is None else None
         try:
             try:
                 got = run_probe(lambda: self.probe(answer, cases))
@@ -122,8 +131,11 @@ class Check:
                 self.judge(got, want, cases)
             except CheckFailed:
                 raise
-            except AssertionError as e:  # its message, after the traceback of what the learner's code raised if it did
-                learners = e.__cause__ if any(e.__cause__ is kept for _, kept in (_causes or {}).values()) else None
+            # its message, after the traceback of what the learner's code raised if it did
+            except AssertionError as e:
+                learners = (e.__cause__
+                            if any(e.__cause__ is kept for _, kept in (_causes or {}).values())
+                            else None)
                 raise CheckFailed(str(e)) from learners
         finally:
             _causes = None
@@ -174,7 +186,7 @@ def raised(fn: Callable, *args, **kwargs) -> tuple[str, ...] | None:
     """
     try:
         fn(*args, **kwargs)
-    except Exception as e:  # noqa: BLE001 - what was raised is the observation
+    except Exception as e:  # what was raised is the observation
         return tuple(c.__name__ for c in type(e).__mro__)
     return None
 
@@ -187,7 +199,7 @@ def outcome(fn: Callable, *args, **kwargs) -> dict:
         return {"value": fn(*args, **kwargs)}
     except NotImplementedError:
         raise
-    except Exception as e:  # noqa: BLE001 - what was raised is the observation
+    except Exception as e:  # what was raised is the observation
         names = tuple(c.__name__ for c in type(e).__mro__)
         if _causes is not None:
             _causes[id(names)] = (names, e)
@@ -197,8 +209,8 @@ def outcome(fn: Callable, *args, **kwargs) -> dict:
 def value_of(case, name: str):
     """For a judge: the value in one of `outcome`'s results (a probe may add other keys beside it),
     or an AssertionError saying that the call `name` raised (a built-in exception by its name, never
-    the learner's text). In a visible test that AssertionError's __cause__ is the exception itself, so
-    the notebook shows where the learner's code raised it (CheckFailed)."""
+    the learner's text). In a visible test that AssertionError's __cause__ is the exception itself,
+    so the notebook shows where the learner's code raised it (CheckFailed)."""
     assert type(case) is dict and ("value" in case) != ("raised" in case), \
         f"{name}: the test's probe sent malformed results"
     if "raised" in case:
@@ -210,9 +222,9 @@ def value_of(case, name: str):
 
 def argument(a) -> str:
     """For a judge: an argument as a message shows it in a call, an expression that gives it back
-    exactly. repr(a), but a float with more significant digits than feedback shows (10, exponent digits
-    included: course_utils.grader.feedback) as the fraction it is, 1 / 3, or the short number it lies
-    next to, math.nextafter(0.2, -math.inf), or beside, 0.25 - 1e-12."""
+    exactly. repr(a), but a float with more significant digits than feedback shows (10, exponent
+    digits included: course_utils.grader.feedback) as the fraction it is, 1 / 3, or the short number
+    it lies next to, math.nextafter(0.2, -math.inf), or beside, 0.25 - 1e-12."""
     if type(a) is not float or not math.isfinite(a):
         return repr(a)
     mantissa, _, exponent = repr(a).partition("e")
@@ -232,7 +244,8 @@ def argument(a) -> str:
         if (short - offset if a < short else short + offset) == a:
             return f"{short!r} {sign} {offset!r}"
     fraction_part, power = math.frexp(abs(a - short))
-    if fraction_part == 0.5 and (short - 2.0 ** (power - 1) if a < short else short + 2.0 ** (power - 1)) == a:
+    if fraction_part == 0.5 and (short - 2.0 ** (power - 1) if a < short
+                                 else short + 2.0 ** (power - 1)) == a:
         return f"{short!r} {sign} 2.0 ** {power - 1}"
     return repr(a)   # no short form: feedback cuts its digits
 
@@ -246,7 +259,8 @@ def check_raised(names, name: str, expected: str = "ValueError") -> None:
     """For a judge: `raised()`'s result for the call `name` shows that it raised `expected` (or a
     subclass); else an AssertionError saying it returned normally or what it raised instead."""
     assert names is not None, f"{name} returned normally, expected it to raise {expected}"
-    assert type(names) is tuple and expected in names, f"{name} raised {raised_name(names)}, expected {expected}"
+    assert type(names) is tuple and expected in names, \
+        f"{name} raised {raised_name(names)}, expected {expected}"
 
 
 def name_of(text) -> str:
@@ -254,7 +268,8 @@ def name_of(text) -> str:
     letters, digits and _ only, at most 40 ("object" when nothing is left)."""
     if type(text) is not str:
         return "object"
-    return "".join(ch for ch in text if ch.isascii() and (ch.isalnum() or ch == "_"))[:40] or "object"
+    return ("".join(ch for ch in text if ch.isascii() and (ch.isalnum() or ch == "_"))[:40]
+            or "object")
 
 
 def memory_peaks() -> tuple[int, int] | None:

@@ -95,7 +95,8 @@ class SavedTensors:
         exclude = list(exclude)
         for t in exclude:
             if not isinstance(t, torch.Tensor):
-                raise TypeError(f"exclude must hold tensors (e.g. model.parameters()), got {type(t).__name__}")
+                raise TypeError("exclude must hold tensors (e.g. model.parameters()), "
+                                f"got {type(t).__name__}")
         self._excluded = {t.untyped_storage().data_ptr() for t in exclude}
         self._excluded_seen: set[int] = set()
         self._live: dict[int, list[int]] = {}  # storage key -> [saved references alive, bytes]
@@ -150,12 +151,14 @@ class SavedTensors:
         self._hooks.__exit__(*exc)
 
     def __repr__(self) -> str:
-        return (f"SavedTensors({len(self.saved)} storages, activations {format_bytes(self.activation_bytes)}, "
+        return (f"SavedTensors({len(self.saved)} storages, "
+                f"activations {format_bytes(self.activation_bytes)}, "
                 f"live {format_bytes(self.live_bytes)}, peak {format_bytes(self.peak_bytes)})")
 
 
 def cuda_peak_bytes(fn: Callable[[], object], device: torch.device | str = "cuda") -> int:
-    """Peak bytes the CUDA caching allocator handed out while fn() ran, above what was allocated before.
+    """Peak bytes the CUDA caching allocator handed out while fn() ran, above what was allocated
+    before.
 
     Inputs:
     - fn: a function of no arguments (e.g. one training step); its result is dropped after the call
@@ -164,7 +167,8 @@ def cuda_peak_bytes(fn: Callable[[], object], device: torch.device | str = "cuda
     """
     device = torch.device(device)
     if device.type != "cuda":
-        raise ValueError(f"cuda_peak_bytes measures a CUDA device, got {device}; use SavedTensors on the CPU")
+        raise ValueError(f"cuda_peak_bytes measures a CUDA device, got {device}; "
+                         "use SavedTensors on the CPU")
     if not torch.cuda.is_available():
         raise RuntimeError("no CUDA device here: torch.cuda.is_available() is False")
     torch.cuda.synchronize(device)
@@ -207,19 +211,22 @@ class TensorAllocations:
     - live_bytes: int, bytes of the counted storages alive now (after the last operation)
     - peak_bytes: int, the most bytes they held at once
     - timeline: list of (str, int): (operation name, live_bytes right after it), one per operation
-    - at_peak: dict {operation name: bytes}, the storages alive at the (first) peak by the operation that
-      created each, largest first; its values sum to peak_bytes (which tensors hold the peak)
+    - at_peak: dict {operation name: bytes}, the storages alive at the (first) peak by the operation
+      that created each, largest first; its values sum to peak_bytes (which tensors hold the peak)
     """
 
     def __init__(self, device: torch.device | str = "cpu"):
         if not isinstance(device, (str, torch.device)):
-            raise TypeError(f"device must be a str or torch.device such as 'cpu', got {type(device).__name__}")
+            raise TypeError("device must be a str or torch.device such as 'cpu', "
+                            f"got {type(device).__name__}")
         self.device = torch.device(device)
         self.live_bytes = 0
         self.peak_bytes = 0
         self.timeline: list[tuple[str, int]] = []
-        self._live: dict[int, tuple] = {}  # storage key -> (weak reference, bytes, the operation that made it)
-        self._at_peak: list[tuple[str, int]] = []   # (operation, bytes) of each storage alive at the peak
+        # storage key -> (weak reference, bytes, the operation that made it)
+        self._live: dict[int, tuple] = {}
+        # (operation, bytes) of each storage alive at the peak
+        self._at_peak: list[tuple[str, int]] = []
         self._mode = None
 
     def _drop_freed(self) -> None:
@@ -261,12 +268,13 @@ class TensorAllocations:
         self._drop_freed()
 
     def __repr__(self) -> str:
-        return (f"TensorAllocations({len(self.timeline)} operations, live {format_bytes(self.live_bytes)}, "
-                f"peak {format_bytes(self.peak_bytes)})")
+        return (f"TensorAllocations({len(self.timeline)} operations, "
+                f"live {format_bytes(self.live_bytes)}, peak {format_bytes(self.peak_bytes)})")
 
 
 def cpu_peak_bytes(fn: Callable[[], object]) -> int:
-    """Peak bytes of CPU tensors created while fn() ran and alive at the same time (see TensorAllocations).
+    """Peak bytes of CPU tensors created while fn() ran and alive at the same time (see
+    TensorAllocations).
 
     The CPU counterpart of cuda_peak_bytes: what one step adds on top of what existed before it,
     at its worst moment, including what torch.utils.checkpoint recomputes during the backward.

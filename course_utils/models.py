@@ -1,4 +1,5 @@
-"""d2l-style models: multilayer perceptrons (d2l.ai section 5.2) and a small decoder-only transformer.
+"""d2l-style models: multilayer perceptrons (d2l.ai section 5.2) and a small decoder-only
+transformer.
 
     MLPScratch   explicit weight matrices and bias vectors, forward written with @ and relu
     MLP          the same network from nn.Flatten, nn.Linear and nn.ReLU in an nn.Sequential
@@ -276,37 +277,45 @@ class CausalSelfAttention(nn.Module):
 
     def __init__(self, d_model: int, num_heads: int, fused: bool = False):
         super().__init__()
-        self.d_model, self.num_heads = _check_size("d_model", d_model), _check_size("num_heads", num_heads)
+        self.d_model, self.num_heads = (_check_size("d_model", d_model),
+                                        _check_size("num_heads", num_heads))
         if d_model % num_heads:
             raise ValueError(f"d_model ({d_model}) must be a multiple of num_heads ({num_heads})")
         self.fused = fused
-        self.qkv = nn.Linear(d_model, 3 * d_model)      # queries, keys and values of every head, in one matmul
-        self.proj = nn.Linear(d_model, d_model)         # the heads' outputs mixed back into the residual stream
+        # queries, keys and values of every head, in one matmul
+        self.qkv = nn.Linear(d_model, 3 * d_model)
+        # the heads' outputs mixed back into the residual stream
+        self.proj = nn.Linear(d_model, d_model)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         b, s, d = x.shape                                # (batch, seq, d_model)
         h = self.num_heads
         q, k, v = self.qkv(x).split(d, dim=2)            # 3 x (b, s, d)
-        q, k, v = (t.view(b, s, h, d // h).transpose(1, 2) for t in (q, k, v))   # 3 x (b, h, s, d/h)
+        # 3 x (b, h, s, d/h)
+        q, k, v = (t.view(b, s, h, d // h).transpose(1, 2) for t in (q, k, v))
         if self.fused:
             out = F.scaled_dot_product_attention(q, k, v, is_causal=True)       # (b, h, s, d/h)
         else:
             scores = q @ k.transpose(-2, -1) / math.sqrt(d // h)               # (b, h, s, s)
-            future = torch.ones(s, s, dtype=torch.bool, device=x.device).triu(1)  # (s, s): True above the diagonal
-            weights = scores.masked_fill(future, float("-inf")).softmax(dim=-1)   # (b, h, s, s), rows sum to 1
+            # (s, s): True above the diagonal
+            future = torch.ones(s, s, dtype=torch.bool, device=x.device).triu(1)
+            # (b, h, s, s), rows sum to 1
+            weights = scores.masked_fill(future, float("-inf")).softmax(dim=-1)
             out = weights @ v                                                     # (b, h, s, d/h)
         return self.proj(out.transpose(1, 2).reshape(b, s, d))                    # (b, s, d)
 
 
 class Block(nn.Module):
-    """A pre-LayerNorm transformer block: x + attention(LN(x)), then x + MLP(LN(x)), the MLP 4x wide."""
+    """A pre-LayerNorm transformer block: x + attention(LN(x)), then x + MLP(LN(x)), the MLP 4x
+    wide."""
 
     def __init__(self, d_model: int, num_heads: int, fused: bool = False):
         super().__init__()
         self.ln1 = nn.LayerNorm(d_model)
         self.attn = CausalSelfAttention(d_model, num_heads, fused)
         self.ln2 = nn.LayerNorm(d_model)
-        self.mlp = nn.Sequential(nn.Linear(d_model, 4 * d_model), nn.GELU(), nn.Linear(4 * d_model, d_model))
+        self.mlp = nn.Sequential(nn.Linear(d_model, 4 * d_model), nn.GELU(),
+                                 nn.Linear(4 * d_model, d_model))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x + self.attn(self.ln1(x))                   # (b, s, d)
@@ -335,7 +344,8 @@ class Transformer(nn.Module):
     def __init__(self, vocab_size: int, d_model: int, num_heads: int, num_layers: int, max_len: int,
                  fused: bool = False):
         super().__init__()
-        self.vocab_size, self.max_len = _check_size("vocab_size", vocab_size), _check_size("max_len", max_len)
+        self.vocab_size, self.max_len = (_check_size("vocab_size", vocab_size),
+                                         _check_size("max_len", max_len))
         _check_size("num_layers", num_layers)
         self.tok = nn.Embedding(vocab_size, d_model)     # (V, d)
         self.pos = nn.Embedding(max_len, d_model)        # (max_len, d)
@@ -349,9 +359,12 @@ class Transformer(nn.Module):
                 nn.init.zeros_(m.bias)
 
     def forward(self, idx: torch.Tensor) -> torch.Tensor:
-        if not isinstance(idx, torch.Tensor) or idx.dim() != 2 or idx.is_floating_point() or idx.is_complex():
-            raise TypeError(f"idx must be an integer tensor of token ids of shape (batch, seq), got {_describe(idx)}"
-                            + (f" {idx.dtype} of shape {tuple(idx.shape)}" if isinstance(idx, torch.Tensor) else ""))
+        if (not isinstance(idx, torch.Tensor) or idx.dim() != 2 or idx.is_floating_point()
+                or idx.is_complex()):
+            raise TypeError("idx must be an integer tensor of token ids of shape (batch, seq), "
+                            f"got {_describe(idx)}"
+                            + (f" {idx.dtype} of shape {tuple(idx.shape)}"
+                               if isinstance(idx, torch.Tensor) else ""))
         b, s = idx.shape
         if s > self.max_len:
             raise ValueError(f"sequences of {s} tokens are longer than max_len = {self.max_len}")
@@ -360,5 +373,6 @@ class Transformer(nn.Module):
         return self.head(self.ln_f(x))                                       # (b, s, V)
 
     def loss(self, logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        """The mean cross entropy of logits (b, s, V) against targets (b, s), a tensor of shape ()."""
+        """The mean cross entropy of logits (b, s, V) against targets (b, s), a tensor of shape
+        ()."""
         return F.cross_entropy(logits.flatten(0, 1), targets.flatten())

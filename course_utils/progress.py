@@ -32,7 +32,8 @@ def _in_notebook() -> bool:
     return shell is not None and type(shell).__name__ == "ZMQInteractiveShell"
 
 
-def line(label: str, done: int, total: int | None, seconds: float, finished: bool = False, width: int = 12) -> str:
+def line(label: str, done: int, total: int | None, seconds: float, finished: bool = False,
+         width: int = 12) -> str:
     """The text shown: label, count, a bar when the total is known, elapsed seconds."""
     count = f"{done}/{total}" if total is not None else f"{done}"
     if finished:

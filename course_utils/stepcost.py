@@ -1,13 +1,15 @@
-"""What one training step costs, counted rather than timed: the peak of the CPU tensors it creates, its
-floating-point operations and its aten calls (lesson 10's capstone and memory planner).
+"""What one training step costs, counted rather than timed: the peak of the CPU tensors it creates,
+its floating-point operations and its aten calls (lesson 10's capstone and memory planner).
 
-    seen = measured_step(step)     # {"value" or "raised", "peak": bytes, "flops": int, "calls": int}
+    seen = measured_step(step)
+        # {"value" or "raised", "peak": bytes, "flops": int, "calls": int}
 
-The FLOPs follow torch.utils.flop_counter's formulas (matrix products, convolutions, attention), counted in a
-dispatch mode of our own: FlopCounterMode itself tracks modules in a way that keeps alive the tensors
-torch.utils.checkpoint means to free (177 MiB at the peak instead of 70 on lesson 10's model). The CPU's fused
-attention is counted with the formulas torch gives its GPU kernels. Calls are a proxy for time that does not
-depend on the machine: a step in many small micro-batches repeats every call.
+The FLOPs follow torch.utils.flop_counter's formulas (matrix products, convolutions, attention),
+counted in a dispatch mode of our own: FlopCounterMode itself tracks modules in a way that keeps
+alive the tensors torch.utils.checkpoint means to free (177 MiB at the peak instead of 70 on lesson
+10's model). The CPU's fused attention is counted with the formulas torch gives its GPU kernels.
+Calls are a proxy for time that does not depend on the machine: a step in many small micro-batches
+repeats every call.
 """
 
 import torch
@@ -18,15 +20,17 @@ from course_utils.judging import outcome
 from course_utils.memory import TensorAllocations
 
 _ATEN = torch.ops.aten
-FLOPS = {**flop_registry,   # torch's formulas, and the CPU's fused attention counted as the GPU's kernels are
-         _ATEN._scaled_dot_product_flash_attention_for_cpu: flop_registry[_ATEN._scaled_dot_product_flash_attention],
+# torch's formulas, and the CPU's fused attention counted as the GPU's kernels are
+FLOPS = {**flop_registry,
+         _ATEN._scaled_dot_product_flash_attention_for_cpu:
+             flop_registry[_ATEN._scaled_dot_product_flash_attention],
          _ATEN._scaled_dot_product_flash_attention_for_cpu_backward:
              flop_registry[_ATEN._scaled_dot_product_flash_attention_backward]}
 
 
 class Work(TorchDispatchMode):
-    """Counts the aten operations dispatched while it is on (.calls) and their floating-point operations
-    (.flops, by torch.utils.flop_counter's formulas)."""
+    """Counts the aten operations dispatched while it is on (.calls) and their floating-point
+    operations (.flops, by torch.utils.flop_counter's formulas)."""
 
     def __init__(self):
         super().__init__()
@@ -43,8 +47,9 @@ class Work(TorchDispatchMode):
 
 
 def measured_step(step) -> dict:
-    """Run step() once under the course's measurements: the peak of CPU tensors it created (TensorAllocations),
-    its floating-point operations and aten calls (Work), and what it returned."""
+    """Run step() once under the course's measurements: the peak of CPU tensors it created
+    (TensorAllocations), its floating-point operations and aten calls (Work), and what it
+    returned."""
     with TensorAllocations("cpu") as mem, Work() as work:
         result = outcome(step)
     return {**result, "peak": mem.peak_bytes, "flops": work.flops, "calls": work.calls}

@@ -20,7 +20,8 @@ import torch
 __all__ = ["fastest_seconds"]
 
 
-def fastest_seconds(fn: Callable[[], object], repeat: int = 1, warmup: int = 0, budget: float | None = None,
+def fastest_seconds(fn: Callable[[], object], repeat: int = 1, warmup: int = 0,
+                    budget: float | None = None,
                     device: torch.device | str | None = None) -> float:
     """The wall time of the fastest of up to `repeat` calls to fn(), in seconds.
 
@@ -45,7 +46,8 @@ def fastest_seconds(fn: Callable[[], object], repeat: int = 1, warmup: int = 0, 
     if type(repeat) is not int or repeat < 1:
         raise ValueError(f"repeat must be an int >= 1 (the number of timed calls), got {repeat!r}")
     if type(warmup) is not int or warmup < 0:
-        raise ValueError(f"warmup must be an int >= 0 (the number of untimed calls), got {warmup!r}")
+        raise ValueError("warmup must be an int >= 0 (the number of untimed calls), "
+                         f"got {warmup!r}")
     if budget is not None and (isinstance(budget, bool) or not isinstance(budget, Real)
                                or math.isnan(budget) or budget <= 0):
         raise ValueError(f"budget must be None or a number of seconds > 0, got {budget!r}")
@@ -60,7 +62,8 @@ def fastest_seconds(fn: Callable[[], object], repeat: int = 1, warmup: int = 0, 
     sync()
     times = []
     begin = perf_counter()
-    while len(times) < repeat and (budget is None or len(times) < 3 or perf_counter() - begin < budget):
+    while len(times) < repeat and (budget is None or len(times) < 3
+                                   or perf_counter() - begin < budget):
         start = perf_counter()
         fn()
         sync()

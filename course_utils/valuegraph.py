@@ -14,7 +14,8 @@ engine records, whatever the class is called, by duck typing: a node is any obje
 
 Each value is a box "label | data 0.7311 | grad 0.1966", the data in green and the gradient in
 red as on lesson 01's circuits; each op is a small circle between a value and its inputs. Leaves
-are filled in the colour of parameters, the root in the colour of outputs (course_utils.graph.COLOURS).
+are filled in the colour of parameters, the root in the colour of outputs
+(course_utils.graph.COLOURS).
 """
 
 import numbers
@@ -33,8 +34,9 @@ def _require(node, attrs: tuple[str, ...], where: str) -> None:
     """Raise TypeError naming the attributes in `attrs` that `node` lacks."""
     missing = [a for a in attrs if not hasattr(node, a)]
     if missing:
-        raise TypeError(f"{where} must be a micrograd-style value with {', '.join('.' + a for a in attrs)}; "
-                        f"got a {type(node).__name__} without {', '.join('.' + a for a in missing)}")
+        raise TypeError(f"{where} must be a micrograd-style value with "
+                        f"{', '.join('.' + a for a in attrs)}; got a {type(node).__name__} without "
+                        f"{', '.join('.' + a for a in missing)}")
 
 
 def _children(node, where: str) -> list:
@@ -87,7 +89,8 @@ def _number(node, attr: str) -> float:
 
 
 def _value_label(node, fill: str, stacked: bool) -> str:
-    """An HTML-like graphviz table: label | data (green) | grad (red), in a row or stacked in a column."""
+    """An HTML-like graphviz table: label | data (green) | grad (red), in a row or stacked in a
+    column."""
     label = getattr(node, "label", "") or ""
     if not isinstance(label, str):
         raise TypeError(f"a node's .label must be a str, got {type(label).__name__}")
@@ -108,8 +111,8 @@ def draw_values(root, rankdir: str = "LR") -> graphviz.Digraph:
     - rankdir: "LR" (inputs on the left, the default), "RL", "TB" or "BT"
 
     Returns a graphviz.Digraph: a box per value (ids v0, v1, ... in trace order, root v0; its
-    fields stacked in a column for "LR" and "RL", in a row for "TB" and "BT", as graphviz records), a
-    circle per op (id vK_op, for every value with a non-empty ._op), arrows from each input to the
+    fields stacked in a column for "LR" and "RL", in a row for "TB" and "BT", as graphviz records),
+    a circle per op (id vK_op, for every value with a non-empty ._op), arrows from each input to the
     op and from the op to its output. A notebook displays it; dot.render(...) writes a file.
     Raises TypeError for a node without .data, .grad, ._prev or ._op, or whose data or grad is
     not a number; ValueError for an unknown rankdir.
@@ -123,16 +126,19 @@ def draw_values(root, rankdir: str = "LR") -> graphviz.Digraph:
         _require(node, attrs, "every node")
     ids = {id(node): f"v{i}" for i, node in enumerate(nodes)}
 
-    dot = graphviz.Digraph(graph_attr={"rankdir": rankdir}, node_attr={"fontname": "monospace", "fontsize": "11"})
+    dot = graphviz.Digraph(graph_attr={"rankdir": rankdir},
+                           node_attr={"fontname": "monospace", "fontsize": "11"})
     for node in nodes:
-        fill = COLOURS["output"] if node is root else COLOURS["param"] if not _children(node, "a node") else "white"
-        dot.node(ids[id(node)], _value_label(node, fill, stacked=rankdir in ("LR", "RL")), shape="none", margin="0")
+        fill = (COLOURS["output"] if node is root
+                else COLOURS["param"] if not _children(node, "a node") else "white")
+        dot.node(ids[id(node)], _value_label(node, fill, stacked=rankdir in ("LR", "RL")),
+                 shape="none", margin="0")
         op = node._op
         if not isinstance(op, str):
             raise TypeError(f"a node's ._op must be a str, got {type(op).__name__}")
         if op:
-            dot.node(ids[id(node)] + "_op", op, shape="circle", style="filled", fillcolor=COLOURS["op"],
-                     width="0.3", fixedsize="false", margin="0.02")
+            dot.node(ids[id(node)] + "_op", op, shape="circle", style="filled",
+                     fillcolor=COLOURS["op"], width="0.3", fixedsize="false", margin="0.02")
             dot.edge(ids[id(node)] + "_op", ids[id(node)])
     for child, parent in edges:
         head = ids[id(parent)] + ("_op" if parent._op else "")

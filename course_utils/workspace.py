@@ -5,13 +5,15 @@ notebooks/ is nbgrader's release directory, which `nbgrader generate_assignment 
 deletes and writes again, so work saved there would be lost. Before JupyterLab starts,
 fill(release, workspace) brings the workspace up to date without ever losing a learner's change:
 
-- a notebook the workspace does not have yet is copied in (a new lesson, or one the learner deleted);
+- a notebook the workspace does not have yet is copied in (a new lesson, or one the learner
+  deleted);
 - a notebook the learner has not changed (it equals the release it was copied from, kept in
   workspace/.released/) is replaced by a newer release;
 - a notebook the learner has changed is kept as it is, and a line says that a newer release exists
   and where it is.
 
-    python -m course_utils.workspace RELEASE WORKSPACE   # what course.sh lab runs; prints one line per change
+    python -m course_utils.workspace RELEASE WORKSPACE
+        # what course.sh lab runs; prints one line per change
 """
 
 import filecmp
@@ -19,7 +21,8 @@ import shutil
 import sys
 from pathlib import Path
 
-KEPT = ".released"  # the release each notebook was copied from (a hidden folder: JupyterLab does not list it)
+# the release each notebook was copied from (a hidden folder: JupyterLab does not list it)
+KEPT = ".released"
 
 
 def fill(release: Path, workspace: Path) -> list[str]:
@@ -34,7 +37,8 @@ def fill(release: Path, workspace: Path) -> list[str]:
             rel = new.relative_to(release)
             mine, was = workspace / rel, kept / rel
             if was.exists() and filecmp.cmp(new, was, shallow=False):
-                continue                                    # this release is the one the learner has
+                # this release is the one the learner has
+                continue
             if not mine.exists():
                 if rel.parts[0] not in copied:
                     copied.append(rel.parts[0])
@@ -65,7 +69,8 @@ def main(argv: list[str]) -> int:
         workspace.mkdir(parents=True, exist_ok=True)
         lines = fill(release, workspace)
     except OSError as e:
-        print(f"cannot fill the workspace {workspace}: {e.strerror or e} ({e.filename or workspace})", file=sys.stderr)
+        print(f"cannot fill the workspace {workspace}: {e.strerror or e} "
+              f"({e.filename or workspace})", file=sys.stderr)
         return 2
     for line in lines:
         print(f"[course] {line}", file=sys.stderr)

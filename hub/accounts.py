@@ -9,7 +9,7 @@
 - make_accounts: useradd for the ones that do not exist, a generated password each (kept in
   STATE/passwords.csv, root only), every home mode 700.
 - join_groups: the instructor joins each learner's own group (nbgrader collect reads submissions
-  through it: course_utils.hubexchange).
+  through it: course_admin.exchange).
 - as_user: a command run as one of them, in a clean environment.
 """
 
@@ -72,7 +72,7 @@ def write_private(path: Path, text: str, mode: int = 0o600) -> None:
 def read_learners(roster: Path, instructor: str) -> list[str]:
     """The learners' account names, from the roster's id column; BadInput for a name that cannot be
     an account of its own (not a valid name, the instructor, a system account)."""
-    from course_utils.grader.classgrades import BadInput as RosterError, read_roster
+    from course_admin.grades import BadInput as RosterError, read_roster
     try:
         ids = [row["id"] for row in read_roster(roster)]
     except RosterError as e:
@@ -113,7 +113,7 @@ def check_names(names: list[str]) -> None:
 
 def check_own_group(name: str, instructor: str) -> None:
     """A submission is readable by its learner's and the instructor's primary groups (join_groups,
-    course_utils.hubexchange): BadInput when an existing account shares its primary group with anyone
+    course_admin.exchange): BadInput when an existing account shares its primary group with anyone
     but the instructor."""
     try:
         gid = pwd.getpwnam(name).pw_gid
@@ -151,7 +151,7 @@ def make_accounts(state: Path, names: list[str]) -> dict[str, str]:
 
 def join_groups(accounts: Accounts) -> None:
     """The instructor joins each learner's primary group (a group of that learner alone): nbgrader
-    collect reads a submission through it (course_utils.hubexchange); homes stay 700, so it opens
+    collect reads a submission through it (course_admin.exchange); homes stay 700, so it opens
     nothing else of the learner's."""
     groups = [grp.getgrgid(pwd.getpwnam(name).pw_gid).gr_name for name in accounts.learners]
     if groups:

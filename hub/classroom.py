@@ -21,9 +21,9 @@ What it does, each step idempotent (run it again after editing the roster):
   and Formgrader work on the course from any folder.
 - nbgrader's exchange: STATE/exchange, named in STATE/jupyter/nbgrader_config.py, the config folder
   every single-user server gets in JUPYTER_CONFIG_PATH (user_environment). A submission there is
-  readable by its learner and the instructor only (course_utils.hubexchange; the instructor joins
+  readable by its learner and the instructor only (course_admin.exchange; the instructor joins
   each learner's own group); collect takes a learner's own folders only, following no link
-  (hubexchange.SafeCollect); inbound is sticky: no learner can rename or delete another's folder.
+  (course_admin.exchange.SafeCollect); inbound is sticky: no learner can rename or delete another's folder.
 - Grading with the full sandbox: one sudo rule (/etc/sudoers.d/backprop-course-*) lets the instructor
   run STATE/rootworker as root, nothing else (allow_full_sandbox; course_utils.grader.rootworker).
 - The instructor's sources in the repository (SOURCES) lose their permissions for other users.
@@ -237,9 +237,9 @@ def write_shared_config(state: Path, course: str) -> None:
         f"c.Exchange.root = {str(exchange)!r}\n"
         f"c.CourseDirectory.course_id = {course!r}\n"
         "# a submission readable by its learner and the instructor only, not by every user\n"
-        'c.ExchangeFactory.submit = "course_utils.hubexchange.PrivateSubmit"\n'
+        'c.ExchangeFactory.submit = "course_admin.exchange.PrivateSubmit"\n'
         "# collect takes a learner's own folders only, follows no link, skips (and names) what it cannot take\n"
-        'c.ExchangeFactory.collect = "course_utils.hubexchange.SafeCollect"\n'
+        'c.ExchangeFactory.collect = "course_admin.exchange.SafeCollect"\n'
         "# Validate runs as grading does (the grader's limit per cell), as in the course's nbgrader_config.py\n"
         "from course_utils.grader.preprocessors import validate_like_grading\n"
         "validate_like_grading(c)\n"

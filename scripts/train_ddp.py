@@ -2,10 +2,10 @@
 
 Start it with torchrun, from the course folder; the same code runs on CPUs (gloo) and GPUs (NCCL):
 
-    torchrun --standalone --nproc_per_node=2 scripts/train_ddp.py              # 2 processes, this machine
-    torchrun --standalone --nproc_per_node=gpu scripts/train_ddp.py            # one process per GPU
+    torchrun --standalone --nproc_per_node=2 scripts/train_ddp.py     # 2 processes, this machine
+    torchrun --standalone --nproc_per_node=gpu scripts/train_ddp.py   # one process per GPU
     torchrun --nnodes=2 --node_rank=0 --master_addr=HOST --master_port=29500 \\
-             --nproc_per_node=8 scripts/train_ddp.py                          # on each of 2 machines (node_rank 0, 1)
+             --nproc_per_node=8 scripts/train_ddp.py  # on each of 2 machines (node_rank 0, 1)
 
 Every step takes the next global batch of --batch-size examples; rank r trains on its own slice of
 it, DDP averages the gradients during backward, and every rank takes the same SGD step, so the run
@@ -26,26 +26,32 @@ from course_utils.parallel import init_from_env
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--steps", type=int, default=20, help="training steps (default 20)")
-    parser.add_argument("--batch-size", type=int, default=64, help="global batch, split over the ranks (default 64)")
+    parser.add_argument("--batch-size", type=int, default=64,
+                        help="global batch, split over the ranks (default 64)")
     parser.add_argument("--lr", type=float, default=0.1, help="SGD learning rate (default 0.1)")
-    parser.add_argument("--backend", choices=["gloo", "nccl"], default=None, help="default: nccl with a GPU per rank")
+    parser.add_argument("--backend", choices=["gloo", "nccl"], default=None,
+                        help="default: nccl with a GPU per rank")
     return parser.parse_args(argv)
 
 
 def train(args: argparse.Namespace, rank: int, world_size: int, device: torch.device) -> None:
     """The training loop, inside the process group; prints from rank 0."""
     if args.batch_size % world_size:
-        raise SystemExit(f"--batch-size {args.batch_size} must be divisible by the {world_size} ranks")
+        raise SystemExit(f"--batch-size {args.batch_size} must be divisible by the "
+                         f"{world_size} ranks")
     share = args.batch_size // world_size
-    X, y = blobs(n=args.steps * args.batch_size, num_inputs=20, num_classes=4, seed=0)  # same data on every rank
+    # same data on every rank
+    X, y = blobs(n=args.steps * args.batch_size, num_inputs=20, num_classes=4, seed=0)
     torch.manual_seed(0)
     model = MLP(num_outputs=4, num_hiddens=[64, 64], lr=args.lr, num_inputs=20).to(device)
-    ddp = DDP(model, device_ids=[device] if device.type == "cuda" else None)  # copies rank 0's weights to all
+    # copies rank 0's weights to all
+    ddp = DDP(model, device_ids=[device] if device.type == "cuda" else None)
     optimizer = model.configure_optimizers()
     if rank == 0:
-        print(f"world size {world_size}, backend {dist.get_backend()}, {share} examples per rank per step", flush=True)
+        print(f"world size {world_size}, backend {dist.get_backend()}, {share} examples per rank "
+              "per step", flush=True)
     for step in range(args.steps):
         lo = step * args.batch_size + rank * share  # this rank's slice of the global batch
         Xb, yb = X[lo:lo + share].to(device), y[lo:lo + share].to(device)

@@ -1,5 +1,6 @@
 """course_utils' layout holds: what notebooks import at the top, the grader in grader/, the authors'
-tools in authoring/; the import graph has no cycle and points one way; no module writes another's
+tools in authoring/, class administration (the hub's exchange, a class's grades) in course_admin beside
+it; the import graph has no cycle and points one way; no module writes another's
 globals except through the documented hook; the grader's own process never imports torch; a plain
 (non-editable) install ships every subpackage; each grading constant is read from its one place."""
 
@@ -14,15 +15,16 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "course_utils"
+ADMIN = ROOT / "course_admin"
 # The one place where a module sets another module's global: the grader's session, which
 # course_utils.judging documents as its hook (grade() and memory_peaks() read it).
 HOOKS = {("course_utils.grader.cellrunner", "course_utils.judging", "session")}
 
 
 def modules() -> dict[str, Path]:
-    """{dotted name: file} for every module of the package (packages by their __init__.py)."""
+    """{dotted name: file} for every module of the packages (packages by their __init__.py)."""
     found = {}
-    for path in sorted(PACKAGE.rglob("*.py")):
+    for path in sorted([*PACKAGE.rglob("*.py"), *ADMIN.rglob("*.py")]):
         parts = path.relative_to(ROOT).with_suffix("").parts
         found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
     return found
@@ -32,16 +34,16 @@ MODULES = modules()
 
 
 def imports(name: str) -> dict[str, str]:
-    """{local name: course_utils module} for every import of a course_utils module in `name`'s file,
+    """{local name: module} for every import of a course_utils or course_admin module in `name`'s file,
     function-level imports included (they are imports all the same)."""
     tree = ast.parse(MODULES[name].read_text())
     bound = {}
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for a in node.names:
-                if a.name.startswith("course_utils"):
+                if a.name.startswith(("course_utils", "course_admin")):
                     bound[a.asname or a.name] = a.name
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("course_utils"):
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith(("course_utils", "course_admin")):
             for a in node.names:
                 target = f"{node.module}.{a.name}"
                 bound[a.asname or a.name] = target if target in MODULES else node.module
@@ -54,12 +56,12 @@ GRAPH = {name: {m for m in imports(name).values() if m != name and m in MODULES}
 def test_the_layout_is_what_readme_and_the_package_docstrings_say():
     top = {n.split(".")[1] for n in MODULES if n.count(".") == 1}
     assert {"grader", "authoring", "judging", "checks", "timing", "devices", "models", "graph", "memory"} <= top
-    for sub in ("grader", "authoring", "lessonchecks"):
-        docstring = ast.get_docstring(ast.parse(MODULES[f"course_utils.{sub}"].read_text()), clean=False)
+    for package in ("course_utils.grader", "course_utils.authoring", "course_utils.lessonchecks", "course_admin"):
+        docstring = ast.get_docstring(ast.parse(MODULES[package].read_text()), clean=False)
         listed = {line.split()[0] for line in docstring.splitlines() if line.startswith(" ") and line.strip()}
         for name in MODULES:
-            if name.startswith(f"course_utils.{sub}."):
-                assert name.rsplit(".", 1)[1] in listed, f"course_utils/{sub}/__init__.py does not list {name}"
+            if name.startswith(f"{package}."):
+                assert name.rsplit(".", 1)[1] in listed, f"{package}'s __init__.py does not list {name}"
 
 
 def test_the_import_graph_has_no_cycle():
@@ -83,10 +85,12 @@ def test_the_import_graph_has_no_cycle():
 
 def test_imports_point_one_way():
     """Notebooks' modules never import the grader or the authoring tools; the grader never imports the
-    authoring tools (which drive it from outside)."""
+    authoring tools (which drive it from outside); nothing in course_utils imports course_admin."""
     for name, targets in GRAPH.items():
         for target in targets:
-            if not name.startswith(("course_utils.grader", "course_utils.authoring")):
+            if name.startswith("course_utils"):
+                assert not target.startswith("course_admin"), f"{name} imports {target}"
+            if name.startswith("course_utils") and not name.startswith(("course_utils.grader", "course_utils.authoring")):
                 assert not target.startswith(("course_utils.grader", "course_utils.authoring")), \
                     f"{name} (what notebooks import) imports {target}"
             if name.startswith("course_utils.grader"):
@@ -96,7 +100,7 @@ def test_imports_point_one_way():
 # What the grader's own process imports: nbgrader_config.py (every nbgrader command, a learner's Validate
 # included, loads it) and the grader's commands. Only the workers run torch, in processes of their own.
 GRADER_SIDE = ["course_utils.grader.preprocessors", "course_utils.grader.gradefolder",
-               "course_utils.grader.classgrades", "course_utils.grader.autograde_lesson"]
+               "course_admin.grades", "course_utils.grader.autograde_lesson"]
 
 
 def test_the_graders_own_process_never_imports_torch():
@@ -157,25 +161,28 @@ def test_each_grading_constant_is_read_from_its_one_place():
 
 @pytest.mark.slow
 def test_a_plain_install_ships_the_grader_and_the_authoring_tools(tmp_path):
-    """`pip install .` (not editable) from a copy of the package: every module of every subpackage, and
-    the grader's page templates, are in the installed course_utils, and course_utils.grader imports from there."""
+    """`pip install .` (not editable) from a copy of the packages: every module of every subpackage, and
+    the grader's page templates, are in the installed course_utils and course_admin, and course_utils.grader
+    imports from there."""
     src = tmp_path / "src"
     src.mkdir()
     (src / "pyproject.toml").write_text((ROOT / "pyproject.toml").read_text())
-    subprocess.run(["cp", "-r", str(PACKAGE), str(src / "course_utils")], check=True)
+    for package in (PACKAGE, ADMIN):
+        subprocess.run(["cp", "-r", str(package), str(src / package.name)], check=True)
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
                     "-w", str(tmp_path / "dist"), str(src)], check=True, capture_output=True)
     venv.create(tmp_path / "env", with_pip=True)
     python = tmp_path / "env" / "bin" / "python"
     wheel = next((tmp_path / "dist").glob("course_utils-*.whl"))
     subprocess.run([str(python), "-m", "pip", "install", "--no-deps", "-q", str(wheel)], check=True, capture_output=True)
-    code = ("import pathlib, course_utils, course_utils.grader.lessonfile, course_utils.authoring; "
-            "root = pathlib.Path(course_utils.__file__).parent; "
+    code = ("import pathlib, course_utils, course_utils.grader.lessonfile, course_utils.authoring, course_admin; "
+            "root = pathlib.Path(course_utils.__file__).parent.parent; "
             "print('\\n'.join(str(p.relative_to(root)) for p in root.rglob('*') if p.suffix in ('.py', '.j2')))")
     out = subprocess.run([str(python), "-c", code], check=True, capture_output=True, text=True, cwd=tmp_path)
     installed = set(out.stdout.split())
-    assert "grader/lessonfile.py" in installed
-    wanted = {str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*") if p.suffix in (".py", ".j2")}   # .j2: templates
+    assert "course_utils/grader/lessonfile.py" in installed and "course_admin/grades.py" in installed
+    wanted = {str(p.relative_to(ROOT)) for package in (PACKAGE, ADMIN) for p in package.rglob("*")
+              if p.suffix in (".py", ".j2")}   # .j2: templates
     assert wanted <= installed, f"missing from the installed package: {sorted(wanted - installed)}"
 
 
@@ -186,3 +193,12 @@ def test_every_grader_and_authoring_module_has_its_test_file(module):
     and its solution, mutants and alternates graded in tests/grader/test_preprocessors.py.)"""
     _, package, name = module.split(".")
     assert (ROOT / "tests" / package / f"test_{name}.py").is_file(), f"no tests/{package}/test_{name}.py for {module}"
+
+
+@pytest.mark.parametrize("module", sorted(n for n in MODULES if n.startswith("course_admin.")))
+def test_every_class_administration_module_has_its_test_file(module):
+    """course_admin/X.py is tested in tests/course_admin/test_X.py, or, where it needs the hub's Unix
+    accounts (the exchange), with the hub's tests in tests/hub/test_X.py."""
+    name = module.split(".")[1]
+    found = [ROOT / "tests" / folder / f"test_{name}.py" for folder in ("course_admin", "hub")]
+    assert any(p.is_file() for p in found), f"no {' or '.join(str(p.relative_to(ROOT)) for p in found)} for {module}"

@@ -17,7 +17,8 @@ TAG = "raises-exception"
 
 
 class RunAllPastTests(NbGraderPreprocessor):
-    """Tag autograded test cells (grade, not solution) `raises-exception`; other cells as they are."""
+    """Tag autograded test cells (grade, not solution) `raises-exception`; other cells as they
+    are."""
 
     def preprocess_cell(self, cell, resources, index):
         if cell.cell_type == "code" and is_grade(cell) and not is_solution(cell):

@@ -9,9 +9,11 @@ touches the course's own gradebook.
     submit(course, "alice", "01-circuits", solved(course, "01-circuits"))
     autograde(course, "01-circuits")
     scores(course, "01-circuits")          # {"alice": (10.0, 10.0)}: the autograded points
-    written(course, "01-circuits")         # {"alice": {"l01_why_dx": (0.0, 2.0, True)}}: graded by hand
+    written(course, "01-circuits")
+        # {"alice": {"l01_why_dx": (0.0, 2.0, True)}}: graded by hand
 
-oversubscribed(4) makes the machine busier than a shared one usually is (4 busy processes per core), to grade beside it.
+oversubscribed(4) makes the machine busier than a shared one usually is (4 busy processes per core),
+to grade beside it.
 """
 
 import os
@@ -34,18 +36,21 @@ def lessons(root: Path, graded: bool = False) -> list[str]:
     With graded=True only the lessons with exercises: 00-start-here checks the set-up and is
     released like a lesson, but has nothing to grade.
     """
-    found = sorted(p.name for p in (Path(root) / "solutions").iterdir() if re.fullmatch(r"\d\d-[a-z0-9-]+", p.name))
+    found = sorted(p.name for p in (Path(root) / "solutions").iterdir()
+                   if re.fullmatch(r"\d\d-[a-z0-9-]+", p.name))
     if not found:
         raise ValueError(f"no lessons (folders named NN-topic) in {Path(root) / 'solutions'}")
     return [n for n in found if not (graded and n.startswith("00-"))]
 
 
 COMMAND = [sys.executable, "-m", "nbgrader"]   # how nbgrader is run (a test may wrap it)
-HANG_SECONDS = 3600   # a command that does no grading: past this it hung (nbgrader's own start takes seconds)
+# a command that does no grading: past this it hung (nbgrader's own start takes seconds)
+HANG_SECONDS = 3600
 
 
 class Hung(RuntimeError):
-    """An nbgrader command that ran past its generous limit: it hung (the message says which, and why)."""
+    """An nbgrader command that ran past its generous limit: it hung (the message says which, and
+    why)."""
 
 
 def nbgrader(*args: str, cwd: Path, timeout: float = HANG_SECONDS, work: str = "",
@@ -61,14 +66,16 @@ def nbgrader(*args: str, cwd: Path, timeout: float = HANG_SECONDS, work: str = "
     env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
     env.pop("NBGRADER_EXECUTION", None)
     try:
-        proc = subprocess.run([*COMMAND, *args], cwd=cwd, env=env, text=True, capture_output=True, timeout=timeout)
+        proc = subprocess.run([*COMMAND, *args], cwd=cwd, env=env, text=True, capture_output=True,
+                              timeout=timeout)
     except subprocess.TimeoutExpired as e:
         said = (e.stderr or b"")[-2000:]
         said = said.decode(errors="replace") if isinstance(said, bytes) else said
         raise Hung(f"nbgrader {' '.join(args)} hung: no end after {timeout:.0f} s{work}"
                    + (f"; the last of its log:\n{said}" if said.strip() else "")) from None
     if proc.returncode != 0:
-        raise RuntimeError(f"nbgrader {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+        raise RuntimeError(f"nbgrader {' '.join(args)} failed ({proc.returncode}):\n"
+                           f"{proc.stdout}\n{proc.stderr}")
     return proc
 
 
@@ -87,7 +94,8 @@ def limits(course: Path):
 
 
 def notebook_seconds(course: Path) -> float:
-    """The grader's limit for one submission: what it stops a submission at, by the submission's own time."""
+    """The grader's limit for one submission: what it stops a submission at, by the submission's own
+    time."""
     return float(limits(course).notebook_seconds)
 
 
@@ -104,7 +112,8 @@ def scratch_course(root: Path, dest: Path, names: list[str] | None = None) -> Pa
         src = root / "solutions" / name
         if not src.is_dir():
             raise ValueError(f"no lesson {name!r}: {src} does not exist")
-        shutil.copytree(src, dest / "solutions" / name, ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
+        shutil.copytree(src, dest / "solutions" / name,
+                        ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
         nbgrader("generate_assignment", name, "--force", cwd=dest)
     return dest
 
@@ -127,7 +136,8 @@ def solved(course: Path, name: str) -> nbformat.NotebookNode:
     for cell in release.cells:
         grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
         if cell.metadata.get("nbgrader", {}).get("solution") and grade_id in answers:
-            cell.source = "\n".join(line for line in answers[grade_id].splitlines() if not SOLUTION_MARKERS.match(line))
+            cell.source = "\n".join(line for line in answers[grade_id].splitlines()
+                                    if not SOLUTION_MARKERS.match(line))
     return release
 
 
@@ -136,8 +146,10 @@ def untouched(course: Path, name: str) -> nbformat.NotebookNode:
     return nbformat.read(notebook_path(course, "notebooks", name), as_version=4)
 
 
-def replace_solution(nb: nbformat.NotebookNode, grade_id: str, old: str, new: str) -> nbformat.NotebookNode:
-    """A copy of nb with `old` replaced by `new` in the solution cell `grade_id` (a wrong answer)."""
+def replace_solution(nb: nbformat.NotebookNode, grade_id: str, old: str,
+                     new: str) -> nbformat.NotebookNode:
+    """A copy of nb with `old` replaced by `new` in the solution cell `grade_id` (a wrong
+    answer)."""
     nb = nbformat.from_dict(nb)
     cells = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id]
     if len(cells) != 1 or old not in cells[0].source:
@@ -165,7 +177,8 @@ def mutant_rounds(mutants: list[dict]) -> list[list[dict]]:
         wrong answer costs its own points and no others (an exercise that builds on another is
         judged with a reference copy of it, so no mistake costs another exercise's points).
         Each round takes the next mutant of the exercises with the most left (ties: the first
-        named), which needs the fewest rounds: max(most of one exercise, ceil(all / (exercises - 1))).
+        named), which needs the fewest rounds: max(most of one exercise,
+        ceil(all / (exercises - 1))).
     """
     position = {id(m): i for i, m in enumerate(mutants)}
     queues: dict[str, list[dict]] = {}
@@ -190,20 +203,20 @@ def submit(course: Path, student: str, name: str, nb: nbformat.NotebookNode) -> 
 
 
 def autograde(course: Path, name: str, threads: int | None = None) -> subprocess.CompletedProcess:
-    """`nbgrader autograde NAME --force` over every submission of the lesson (threads: see nbgrader()).
-    The grader bounds each submission (and the reference run) by its own time, so the only limit here
-    is against a hang: (submissions + 1) x the notebook limit, far above what grading takes on any
-    machine that grades."""
+    """`nbgrader autograde NAME --force` over every submission of the lesson (threads: see
+    nbgrader()). The grader bounds each submission (and the reference run) by its own time, so the
+    only limit here is against a hang: (submissions + 1) x the notebook limit, far above what
+    grading takes on any machine that grades."""
     count = len(list(Path(course).glob(f"submitted/*/{name}")))
     each = notebook_seconds(course)
     return nbgrader("autograde", name, "--force", cwd=course, timeout=(count + 1) * each,
-                    work=f" ({count} submissions and the reference, each stopped by the grader at {each:.0f} s "
-                         f"of its own time)", threads=threads)
+                    work=f" ({count} submissions and the reference, each stopped by the grader at "
+                         f"{each:.0f} s of its own time)", threads=threads)
 
 
 def scores(course: Path, name: str) -> dict[str, tuple[float, float]]:
-    """{student: (score, max_score)} of the autograded cells (nbgrader's code score) for lesson `name`,
-    read from the course's gradebook. Written answers, graded by hand, are written()'s."""
+    """{student: (score, max_score)} of the autograded cells (nbgrader's code score) for lesson
+    `name`, read from the course's gradebook. Written answers, graded by hand, are written()'s."""
     from nbgrader.api import Gradebook  # heavy import, only needed here
 
     with Gradebook(f"sqlite:///{Path(course) / 'gradebook.db'}") as gb:
@@ -212,13 +225,14 @@ def scores(course: Path, name: str) -> dict[str, tuple[float, float]]:
 
 
 def written(course: Path, name: str) -> dict[str, dict[str, tuple[float, float, bool]]]:
-    """{student: {written answer's grade id: (score, max_score, needs_manual_grade)}} for lesson `name`:
-    nbgrader's manually graded answers (markdown grade cells), from the gradebook."""
+    """{student: {written answer's grade id: (score, max_score, needs_manual_grade)}} for lesson
+    `name`: nbgrader's manually graded answers (markdown grade cells), from the gradebook."""
     from nbgrader.api import Gradebook
 
     with Gradebook(f"sqlite:///{Path(course) / 'gradebook.db'}") as gb:
         return {s.student.id: {g.name: (g.score, g.max_score, g.needs_manual_grade)
-                               for nb in s.notebooks for g in nb.grades if g.cell_type == "markdown"}
+                               for nb in s.notebooks for g in nb.grades
+                               if g.cell_type == "markdown"}
                 for s in gb.find_assignment(name).submissions}
 
 
@@ -228,20 +242,23 @@ def cell_scores(course: Path, name: str) -> dict[str, dict[str, tuple[float, flo
     from nbgrader.api import Gradebook
 
     with Gradebook(f"sqlite:///{Path(course) / 'gradebook.db'}") as gb:
-        return {s.student.id: {g.name: (g.score, g.max_score) for nb in s.notebooks for g in nb.grades
-                               if g.cell_type == "code"}
+        return {s.student.id: {g.name: (g.score, g.max_score)
+                               for nb in s.notebooks for g in nb.grades if g.cell_type == "code"}
                 for s in gb.find_assignment(name).submissions}
 
 
 def feedback(course: Path, name: str) -> dict[str, str]:
-    """Run `nbgrader generate_feedback NAME --force`; {student: the feedback HTML} (feedback_pages)."""
+    """Run `nbgrader generate_feedback NAME --force`; {student: the feedback HTML}
+    (feedback_pages)."""
     nbgrader("generate_feedback", name, "--force", cwd=course)
     return feedback_pages(course, name)
 
 
 def feedback_pages(course: Path, name: str) -> dict[str, str]:
-    """{student: the feedback HTML} of lesson `name`, as generate_feedback left them in the course."""
-    return {p.parent.parent.name: p.read_text() for p in Path(course).glob(f"feedback/*/{name}/{name}.html")}
+    """{student: the feedback HTML} of lesson `name`, as generate_feedback left them in the
+    course."""
+    return {p.parent.parent.name: p.read_text()
+            for p in Path(course).glob(f"feedback/*/{name}/{name}.html")}
 
 
 @contextmanager
@@ -250,7 +267,8 @@ def oversubscribed(per_core: int):
     as other users' work is (with autogroup scheduling, one session's processes would share one
     CPU weight): the load average climbs to about per_core * cores. Each also stops by itself once
     this process is gone, so a test run that is killed leaves no hog behind."""
-    spin = f"while kill -0 {os.getpid()} 2>/dev/null; do i=0; while [ $i -lt 5000 ]; do i=$((i+1)); done; done"
+    spin = (f"while kill -0 {os.getpid()} 2>/dev/null; do i=0; while [ $i -lt 5000 ]; "
+            "do i=$((i+1)); done; done")
     hogs = [subprocess.Popen(["sh", "-c", spin], start_new_session=True)
             for _ in range(per_core * (os.cpu_count() or 1))]
     try:

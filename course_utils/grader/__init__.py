@@ -21,7 +21,6 @@ ever points to a module above it in this list):
     reports       grades.csv and feedback pages, written without ever losing earlier results
     mathml        the math of feedback pages and the Formgrader as MathML: no script, nothing fetched
     gradefolder   `bash course.sh grade`: a folder of submissions -> grades.csv + feedback
-    classgrades   `bash course.sh grades`: several machines' grades.csv merged; a Moodle import CSV
     autograde_lesson  the instructor's server: every submission of a lesson autograded in one press
     freshgradebook    the instructor's server: Formgrader reads the gradebook as it is now, at each request
 """

@@ -4,20 +4,22 @@ nbgrader's Formgrader autogrades one learner per click, and says to use the comm
 lesson. This Jupyter server extension, on in the instructor's server only (beside Formgrader, whose
 course it grades), is that command behind a button: Nbgrader > Autograde a lesson opens
 
-    GET  BASE/course/autograde            a page: each lesson of the gradebook, its submissions, a button
+    GET  BASE/course/autograde            a page: each lesson of the gradebook, its submissions,
+                                          a button
     POST BASE/course/autograde/LESSON     starts `nbgrader autograde LESSON` in the course folder
-    GET  BASE/course/autograde/LESSON     {"running", "returncode", "log"}: how it goes (the page polls it)
+    GET  BASE/course/autograde/LESSON     {"running", "returncode", "log"}: how it goes (the page
+                                          polls it)
 
 The command runs as its own process, as when typed in a terminal: the course's nbgrader_config.py
 and hardened grader, one reference run shared by the lesson's submissions, and nothing of it (no
 reference, no worker) left in the instructor's server once it ends. One lesson at a time per course:
-a second press while one runs, here or in another server on the same course (the hub's course service
-for teaching assistants: a lock file in the course, held by the run), is refused (409), since two
-gradings would share the machine's cores and the gradebook (the pages' own runs: a terminal's
-`nbgrader autograde` is not counted). Only a lesson of the course (its
+a second press while one runs, here or in another server on the same course (the hub's course
+service for teaching assistants: a lock file in the course, held by the run), is refused (409),
+since two gradings would share the machine's cores and the gradebook (the pages' own runs: a
+terminal's `nbgrader autograde` is not counted). Only a lesson of the course (its
 source/ folder, as Formgrader lists them) is accepted (404 otherwise); errors come back as JSON, and
-the page runs no learner's text. A run the server outlives is reaped by a thread of its own; one still
-running when the server exits (cleanly: atexit) is stopped with it, its whole process group.
+the page runs no learner's text. A run the server outlives is reaped by a thread of its own; one
+still running when the server exits (cleanly: atexit) is stopped with it, its whole process group.
 """
 
 from __future__ import annotations
@@ -53,24 +55,27 @@ class Job:
         with open(self.log, "rb") as f:   # the end of the log only
             f.seek(max(0, f.seek(0, 2) - 200 * LOG_LINES))
             lines = f.read().decode(errors="replace").splitlines()
-        return {"lesson": self.lesson, "running": code is None, "returncode": code, "log": "\n".join(lines[-LOG_LINES:])}
+        return {"lesson": self.lesson, "running": code is None, "returncode": code,
+                "log": "\n".join(lines[-LOG_LINES:])}
 
 
 _jobs: dict[str, Job] = {}
 _lock = threading.Lock()
-_logs = tempfile.TemporaryDirectory(prefix="course-autograde-")   # this server's logs, one per lesson; gone at exit
+# this server's logs, one per lesson; gone at exit
+_logs = tempfile.TemporaryDirectory(prefix="course-autograde-")
 
 
 def running() -> Job | None:
     return next((j for j in _jobs.values() if j.process.poll() is None), None)
 
 
-LOCK = ".autograde.lock"   # in the course folder: held by the run (its inherited descriptor) until it ends
+# in the course folder: held by the run (its inherited descriptor) until it ends
+LOCK = ".autograde.lock"
 
 
 def start(lesson: str, course: Path) -> Job:
-    """`nbgrader autograde LESSON` in course, its output in a log file of its own; RuntimeError while another
-    runs, from this server or from another one on the same course (LOCK)."""
+    """`nbgrader autograde LESSON` in course, its output in a log file of its own; RuntimeError
+    while another runs, from this server or from another one on the same course (LOCK)."""
     with _lock:
         if (busy := running()) is not None:
             raise RuntimeError(f"{busy.lesson} is being autograded; wait until it ends")
@@ -79,17 +84,19 @@ def start(lesson: str, course: Path) -> Job:
             try:
                 fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
-                raise RuntimeError("another grader's server is autograding this course (Autograde a lesson); "
-                                   "wait until it ends") from None
+                raise RuntimeError("another grader's server is autograding this course "
+                                   "(Autograde a lesson); wait until it ends") from None
             log = Path(_logs.name) / f"{lesson}.log"
             with open(log, "wb") as out:
-                process = subprocess.Popen([sys.executable, "-m", "nbgrader", "autograde", lesson], cwd=course,
-                                           stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                           pass_fds=(held,),   # the run holds the course's lock while it lives
-                                           start_new_session=True)   # its group: stopped whole (_stop_running)
+                process = subprocess.Popen(
+                    [sys.executable, "-m", "nbgrader", "autograde", lesson], cwd=course,
+                    stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                    pass_fds=(held,),   # the run holds the course's lock while it lives
+                    start_new_session=True)   # its group: stopped whole (_stop_running)
         finally:
             os.close(held)
-        threading.Thread(target=process.wait, daemon=True).start()   # reaped when it ends, watched or not
+        # reaped when it ends, watched or not
+        threading.Thread(target=process.wait, daemon=True).start()
         _jobs[lesson] = Job(lesson, process, log)
         return _jobs[lesson]
 
@@ -111,28 +118,32 @@ class _Handler(BaseHandler):
 
 
 def _script_json(value) -> str:
-    return json.dumps(value).replace("<", "\\u003c")   # inside a script element: no closing tag can end it
+    # inside a script element: no closing tag can end it
+    return json.dumps(value).replace("<", "\\u003c")
 
 
 class PageHandler(_Handler):
     @web.authenticated
     def get(self):
         rows = "".join(
-            f'<tr><td>{html.escape(name)}</td><td>{count}</td><td><button data-lesson="{html.escape(name)}"'
+            f'<tr><td>{html.escape(name)}</td><td>{count}</td>'
+            f'<td><button data-lesson="{html.escape(name)}"'
             f'{" disabled" if not count else ""}>Autograde every submission</button></td></tr>'
             for name, count in sorted(self.lessons().items()))
         token = self.xsrf_token
         job = running()
-        self.write(PAGE.format(rows=rows or '<tr><td colspan="3">No lesson in the course yet.</td></tr>',
-                               api=_script_json(url_path_join(self.base_url, "course/autograde")),
-                               formgrader=html.escape(url_path_join(self.base_url, "formgrader")),
-                               xsrf=_script_json(token.decode() if isinstance(token, bytes) else token),
-                               current=_script_json(job.lesson if job else None)))
+        self.write(PAGE.format(
+            rows=rows or '<tr><td colspan="3">No lesson in the course yet.</td></tr>',
+            api=_script_json(url_path_join(self.base_url, "course/autograde")),
+            formgrader=html.escape(url_path_join(self.base_url, "formgrader")),
+            xsrf=_script_json(token.decode() if isinstance(token, bytes) else token),
+            current=_script_json(job.lesson if job else None)))
 
 
 class LessonHandler(_Handler):
     def write_error(self, status_code, **kwargs):
-        """Errors as JSON, which the page shows (never an HTML error page its script cannot read)."""
+        """Errors as JSON, which the page shows (never an HTML error page its script cannot
+        read)."""
         error = kwargs.get("exc_info", (None, None))[1]
         self.finish({"error": getattr(error, "log_message", None) or self._reason})
 
@@ -144,7 +155,8 @@ class LessonHandler(_Handler):
     def get(self, lesson):
         self.known(lesson)
         job = _jobs.get(lesson)
-        self.finish(job.state() if job else {"lesson": lesson, "running": False, "returncode": None, "log": ""})
+        self.finish(job.state() if job else {"lesson": lesson, "running": False, "returncode": None,
+                                             "log": ""})
 
     @web.authenticated
     def post(self, lesson):
@@ -160,11 +172,13 @@ class LessonHandler(_Handler):
 
 PAGE = """<!doctype html>
 <html><head><meta charset="utf-8"><title>Autograde a lesson</title>
-<style>body{{font-family:sans-serif;margin:2em;max-width:60em}}td,th{{padding:.3em 1em;text-align:left}}
-pre{{background:#f4f4f4;padding:1em;white-space:pre-wrap;max-height:30em;overflow:auto}}</style></head>
+<style>body{{font-family:sans-serif;margin:2em;max-width:60em}}
+td,th{{padding:.3em 1em;text-align:left}}
+pre{{background:#f4f4f4;padding:1em;white-space:pre-wrap;max-height:30em;overflow:auto}}
+</style></head>
 <body><h1>Autograde a lesson</h1>
-<p>Each button runs <code>nbgrader autograde LESSON</code> in the course folder, as in a terminal: every
-submission collected for that lesson, with the course's grader. The scores then show in
+<p>Each button runs <code>nbgrader autograde LESSON</code> in the course folder, as in a terminal:
+every submission collected for that lesson, with the course's grader. The scores then show in
 <a href="{formgrader}">Formgrader</a>.</p>
 <table><tr><th>Lesson</th><th>Submissions</th><th></th></tr>{rows}</table>
 <p id="status" role="status"></p><pre id="log" hidden></pre>
@@ -173,25 +187,35 @@ const api = {api}, xsrf = {xsrf}, current = {current};
 const status = document.getElementById("status"), log = document.getElementById("log");
 const buttons = [...document.querySelectorAll("button[data-lesson]")];
 const usable = new Map(buttons.map(b => [b, !b.disabled]));
-const ask = (lesson, method) => fetch(api + "/" + encodeURIComponent(lesson), {{method, headers: {{"X-XSRFToken": xsrf}}}});
+const ask = (lesson, method) => fetch(api + "/" + encodeURIComponent(lesson),
+                                      {{method, headers: {{"X-XSRFToken": xsrf}}}});
 async function answer(response) {{
-  try {{ return await response.json(); }} catch (e) {{ return {{error: "the server answered " + response.status}}; }}
+  try {{ return await response.json(); }}
+  catch (e) {{ return {{error: "the server answered " + response.status}}; }}
 }}
-function idle(text) {{ status.textContent = text; buttons.forEach(b => b.disabled = !usable.get(b)); }}
+function idle(text) {{
+  status.textContent = text; buttons.forEach(b => b.disabled = !usable.get(b));
+}}
 async function watch(lesson) {{
   buttons.forEach(b => b.disabled = true);
   let state;
-  try {{ state = await answer(await ask(lesson, "GET")); }} catch (e) {{ state = {{error: String(e)}}; }}
+  try {{ state = await answer(await ask(lesson, "GET")); }}
+  catch (e) {{ state = {{error: String(e)}}; }}
   if (state.error) {{ idle(lesson + ": " + state.error); return; }}
   log.hidden = false; log.textContent = state.log;
-  if (state.running) {{ status.textContent = lesson + ": autograding..."; setTimeout(() => watch(lesson), 2000); return; }}
+  if (state.running) {{
+    status.textContent = lesson + ": autograding..."; setTimeout(() => watch(lesson), 2000); return;
+  }}
   idle(lesson + (state.returncode === 0 ? ": done, every submission autograded"
-                 : ": nbgrader autograde ended with status " + state.returncode + " (its log below)"));
+                 : ": nbgrader autograde ended with status " + state.returncode +
+                   " (its log below)"));
 }}
 buttons.forEach(button => button.onclick = async () => {{
   const lesson = button.dataset.lesson;
   let state;
-  try {{ const response = await ask(lesson, "POST"); state = response.ok ? {{}} : await answer(response); }}
+  try {{
+    const response = await ask(lesson, "POST"); state = response.ok ? {{}} : await answer(response);
+  }}
   catch (e) {{ state = {{error: String(e)}}; }}
   if (state.error) {{ idle(lesson + ": " + state.error); return; }}
   watch(lesson);

@@ -1,6 +1,6 @@
 """What this machine gives the grader: a sandbox (isolation), a memory peak the kernel measures
-(measures_memory), a CPU share per worker (cpu_shares). Each is found out once per grading process by
-trying it for real, and isolation_warning() says in one line what is missing.
+(measures_memory), a CPU share per worker (cpu_shares). Each is found out once per grading process
+by trying it for real, and isolation_warning() says in one line what is missing.
 
 isolation() says which sandbox (course_utils.grader.sandbox builds it):
 - "root": grading as root (CI, a container): namespaces, its own file system, its own uid per
@@ -25,13 +25,15 @@ from pathlib import Path
 
 from course_utils.grader.cgroups import Cgroup
 from course_utils.grader.peakmemory import PeakMemory
-from course_utils.grader.sandbox import FIRST_UID, SYSTEM_PATH, TOOLS, environment, setup_command, tool_path
+from course_utils.grader.sandbox import (FIRST_UID, SYSTEM_PATH, TOOLS, environment, setup_command,
+                                         tool_path)
 
 PROBE_SECONDS = (120, 300, 600)   # wall-clock time for each try at building the probe sandbox
 
 
 class SandboxUnavailable(Exception):
-    """Grading cannot go on with the protection it needs here; str(e) tells the instructor why and what to do."""
+    """Grading cannot go on with the protection it needs here; str(e) tells the instructor why and
+    what to do."""
 
 
 @functools.lru_cache(maxsize=1)
@@ -40,9 +42,10 @@ def isolation() -> str:
     Asked once per grading process, by building one (sandbox_works)."""
     missing = [tool for tool in TOOLS if shutil.which(tool, path=tool_path()) is None]
     if missing:
-        _why_none.append(f"util-linux's {' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} on neither PATH nor "
-                         f"{SYSTEM_PATH}: install util-linux (Debian: apt-get install util-linux), or add the folder "
-                         "that holds them to PATH")
+        _why_none.append(f"util-linux's {' and '.join(missing)} "
+                         f"{'is' if len(missing) == 1 else 'are'} on neither PATH nor "
+                         f"{SYSTEM_PATH}: install util-linux (Debian: apt-get install util-linux), "
+                         "or add the folder that holds them to PATH")
         return "none"
     kind = "root" if os.geteuid() == 0 else "userns"
     return kind if sandbox_works(kind) else "none"
@@ -61,7 +64,8 @@ def sandbox_works(kind: str) -> bool:
         try:
             probe = subprocess.run(setup_command(kind, FIRST_UID, [], command),
                                    env={"PATH": tool_path(), **environment()},
-                                   stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=seconds)
+                                   stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                                   timeout=seconds)
             break
         except OSError as e:
             _why_none.append(f"{kind}: {type(e).__name__}")
@@ -69,10 +73,12 @@ def sandbox_works(kind: str) -> bool:
         except subprocess.TimeoutExpired:
             continue
     else:
-        raise SandboxUnavailable(f"the sandbox's set-up did not finish in {sum(PROBE_SECONDS)} s over "
-                                 f"{len(PROBE_SECONDS)} tries: the machine is too busy to grade safely now; try again later")
+        raise SandboxUnavailable(f"the sandbox's set-up did not finish in {sum(PROBE_SECONDS)} s "
+                                 f"over {len(PROBE_SECONDS)} tries: the machine is too busy to "
+                                 "grade safely now; try again later")
     if probe.returncode != 0:
-        lines = [line for line in probe.stderr.splitlines() if line.strip() and not line[0].isspace()]
+        lines = [line for line in probe.stderr.splitlines()
+                 if line.strip() and not line[0].isspace()]
         _why_none.append(f"{kind}: {lines[-1][:200] if lines else f'exit code {probe.returncode}'}")
     return probe.returncode == 0
 
@@ -82,31 +88,36 @@ def can_isolate() -> bool:
     return isolation() != "none"
 
 
-_UNMEASURED = ("; lessons 05 and 06 then check memory inside the learner's process, where a cheat can fake it")
+_UNMEASURED = ("; lessons 05 and 06 then check memory inside the learner's process, "
+               "where a cheat can fake it")
 
 
 def isolation_warning() -> str | None:
     """What an instructor should know about the sandbox here, or None when it is the full one."""
     kind = isolation()
     if kind == "root":
-        notes = ([] if measures_memory() else ["no memory cgroup could be made here" + _UNMEASURED]) + \
-                ([] if cpu_shares() else ["no CPU cgroup could be made here: submissions graded at once share the "
-                                          "CPU unevenly (a submission that starts many busy processes slows its "
-                                          "neighbours down; their time limits still count only their own time)"])
+        notes = ([] if measures_memory() else
+                 ["no memory cgroup could be made here" + _UNMEASURED]) + \
+                ([] if cpu_shares() else ["no CPU cgroup could be made here: submissions graded at "
+                                          "once share the CPU unevenly (a submission that starts "
+                                          "many busy processes slows its neighbours down; their "
+                                          "time limits still count only their own time)"])
         return "; ".join(notes) or None
     if kind == "userns":
-        return ("not root: the learner's code runs in user namespaces (no network; a file system of its own: the "
-                "system's files and the Python environment, read-only, and a private /tmp) but as your own uid "
-                "outside them, with no memory cgroup" + _UNMEASURED + "; for the full sandbox grade as root in a container")
+        return ("not root: the learner's code runs in user namespaces (no network; a file system "
+                "of its own: the system's files and the Python environment, read-only, and a "
+                "private /tmp) but as your own uid outside them, with no memory cgroup"
+                + _UNMEASURED + "; for the full sandbox grade as root in a container")
     why = "; ".join(_why_none) or "unknown"
-    return (f"no sandbox here ({why}): the learner's code runs with resource limits only and could read "
-            "or write your files; grade untrusted work as root in a container")
+    return (f"no sandbox here ({why}): the learner's code runs with resource limits only and could "
+            "read or write your files; grade untrusted work as root in a container")
 
 
 @functools.lru_cache(maxsize=1)
 def measures_memory() -> bool:
     """Whether grading here measures peak memory from outside the learner's process: root, the full
-    sandbox, a memory cgroup whose peak can be reset, and no huge pages reserved (they escape it)."""
+    sandbox, a memory cgroup whose peak can be reset, and no huge pages reserved (they escape
+    it)."""
     if os.geteuid() != 0 or isolation() != "root" or not _no_huge_pages():
         return False
     cgroup = Cgroup(f"course-probe-{os.getpid()}", 2 ** 30, 16)
@@ -121,7 +132,8 @@ def measures_memory() -> bool:
 
 def _no_huge_pages() -> bool:
     try:
-        return all(int(Path("/proc/sys/vm", f).read_text()) == 0 for f in ("nr_hugepages", "nr_overcommit_hugepages"))
+        return all(int(Path("/proc/sys/vm", f).read_text()) == 0
+                   for f in ("nr_hugepages", "nr_overcommit_hugepages"))
     except (OSError, ValueError):
         return True  # no such settings: no huge pages to reserve
 

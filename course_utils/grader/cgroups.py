@@ -1,9 +1,13 @@
-"""A memory, process and CPU cgroup for one grading worker, where the machine lets the grader make one (root).
+"""A memory, process and CPU cgroup for one grading worker, where the machine lets the grader make
+one (root).
 
-    cgroup = Cgroup("course-sandbox-...", memory_bytes, processes, cpus)  # cgroup.dirs == [] where it could not be made
-    ...                                                                  # processes join by writing their pid to DIR/cgroup.procs
-    cgroup.cpu_seconds(); cgroup.threads()                               # what the worker's processes used, and their threads
-    cgroup.limit_processes(0); cgroup.processes_refused()                # no new process or thread; refusals so far
+    cgroup = Cgroup("course-sandbox-...", memory_bytes, processes,
+                    cpus)                # cgroup.dirs == [] where it could not be made
+    ...                                  # processes join by writing their pid to DIR/cgroup.procs
+    cgroup.cpu_seconds();
+    cgroup.threads()                     # what the worker's processes used, and their threads
+    cgroup.limit_processes(0);
+    cgroup.processes_refused()           # no new process or thread; refusals so far
     cgroup.kill(); cgroup.remove()
 
 cgroup v2 (one directory) or v1 (one directory per controller: memory, pids, cpu, cpuacct). Every
@@ -58,7 +62,8 @@ def _v2() -> bool:
 
 
 def _v1_parents() -> list[Path]:
-    """v1 controller folders, each once (cpu and cpuacct are often one folder, mounted as cpu,cpuacct)."""
+    """v1 controller folders, each once (cpu and cpuacct are often one folder, mounted as
+    cpu,cpuacct)."""
     seen, parents = set(), []
     for ctrl in ("memory", "pids", "cpu", "cpuacct"):
         p = BASE / ctrl
@@ -69,7 +74,8 @@ def _v1_parents() -> list[Path]:
 
 
 class Cgroup:
-    """A memory + pids (+ cpu) cgroup (v2, or v1 controllers), where the machine lets us make one."""
+    """A memory + pids (+ cpu) cgroup (v2, or v1 controllers), where the machine lets us make
+    one."""
 
     def __init__(self, name: str, memory_bytes: int, processes: int, cpus: float | None = None):
         self.dirs: list[Path] = []
@@ -95,7 +101,8 @@ class Cgroup:
                     (d / k).write_text(str(v))
                 self._usage, self._threads, self._pids = d / "cpu.stat", d / "cgroup.threads", d
                 if cpus is not None:
-                    self.cpu = _write_all(d, {"cpu.weight": "100", "cpu.max": f"{int(cpus * PERIOD_US)} {PERIOD_US}"})
+                    self.cpu = _write_all(d, {"cpu.weight": "100",
+                                              "cpu.max": f"{int(cpus * PERIOD_US)} {PERIOD_US}"})
             else:
                 for ctrl, k, v in (("memory", "memory.limit_in_bytes", memory_bytes),
                                    ("pids", "pids.max", processes)):
@@ -105,7 +112,9 @@ class Cgroup:
                     (d / k).write_text(str(v))
                     if ctrl == "pids":
                         self._pids = d
-                try:  # v1 counts socket buffers only once they are limited; without it peakmemory measures nothing
+                # v1 counts socket buffers only once they are limited; without it peakmemory
+                # measures nothing
+                try:
                     (self.dirs[0] / "memory.kmem.tcp.limit_in_bytes").write_text(str(TCP_BYTES))
                 except OSError:
                     pass
@@ -116,8 +125,9 @@ class Cgroup:
             self.remove()
 
     def _v1_cpu(self, name: str, cpus: float) -> None:
-        """The cpu controller (shares, quota) and cpuacct (usage), one folder or two; without them the
-        worker is still measured by its threads (course_utils.grader.workerclock), only not given a share."""
+        """The cpu controller (shares, quota) and cpuacct (usage), one folder or two; without them
+        the worker is still measured by its threads (course_utils.grader.workerclock), only not
+        given a share."""
         cpu, acct = BASE / "cpu", BASE / "cpuacct"
         try:
             made = []
@@ -129,25 +139,29 @@ class Cgroup:
                 if (d / "cpuacct.usage").exists():
                     self._usage = d / "cpuacct.usage"
                 if (d / "cpu.shares").exists():
-                    self.cpu = _write_all(d, {"cpu.shares": "1024", "cpu.cfs_period_us": str(PERIOD_US),
+                    self.cpu = _write_all(d, {"cpu.shares": "1024",
+                                              "cpu.cfs_period_us": str(PERIOD_US),
                                               "cpu.cfs_quota_us": str(int(cpus * PERIOD_US))})
         except OSError:
             pass
 
     def cpu_seconds(self) -> float | None:
-        """CPU time used by every process that ever ran in it (exited ones too), or None where unknown."""
+        """CPU time used by every process that ever ran in it (exited ones too), or None where
+        unknown."""
         try:
             if self._usage is None:
                 return None
             text = self._usage.read_text()
             if self._usage.name == "cpu.stat":
-                return next(int(v) for k, v in (line.split() for line in text.splitlines()) if k == "usage_usec") / 1e6
+                return next(int(v) for k, v in (line.split() for line in text.splitlines())
+                            if k == "usage_usec") / 1e6
             return int(text) / 1e9
         except (OSError, ValueError, StopIteration):
             return None
 
     def file_bytes(self) -> int | None:
-        """Page cache of files (not tmpfs) charged to it: what its processes read that nobody had cached."""
+        """Page cache of files (not tmpfs) charged to it: what its processes read that nobody had
+        cached."""
         for d in self.dirs:
             try:
                 stat = dict(line.split() for line in (d / "memory.stat").read_text().splitlines())
@@ -160,14 +174,16 @@ class Cgroup:
     def threads(self) -> list[int] | None:
         """The thread ids of every process in it now, or None where unknown."""
         try:
-            return [int(t) for t in self._threads.read_text().split()] if self._threads is not None else None
+            return ([int(t) for t in self._threads.read_text().split()]
+                    if self._threads is not None else None)
         except (OSError, ValueError):
             return None
 
     def limit_processes(self, n: int) -> bool:
-        """Let its processes hold at most n tasks (processes and threads) from now on: pids.max, which the
-        kernel checks at every fork, clone and new thread (it may lie below what they hold now: 0 refuses
-        every new one, and those running go on). False where it has no pids controller."""
+        """Let its processes hold at most n tasks (processes and threads) from now on: pids.max,
+        which the kernel checks at every fork, clone and new thread (it may lie below what they hold
+        now: 0 refuses every new one, and those running go on). False where it has no pids
+        controller."""
         try:
             if self._pids is None:
                 return False
@@ -177,12 +193,13 @@ class Cgroup:
             return False
 
     def processes_refused(self) -> int | None:
-        """How many new processes or threads the kernel has refused it for its process limit (pids.events'
-        "max"), or None where unknown."""
+        """How many new processes or threads the kernel has refused it for its process limit
+        (pids.events' "max"), or None where unknown."""
         try:
             if self._pids is None:
                 return None
-            events = dict(line.split() for line in (self._pids / "pids.events").read_text().splitlines())
+            events = dict(line.split()
+                          for line in (self._pids / "pids.events").read_text().splitlines())
             return int(events["max"])
         except (OSError, ValueError, KeyError):
             return None
@@ -201,7 +218,8 @@ class Cgroup:
                 pass
 
     def remove(self) -> None:
-        """Remove the cgroups once their killed processes are gone (rmdir fails while any is left)."""
+        """Remove the cgroups once their killed processes are gone (rmdir fails while any is
+        left)."""
         deadline = time.monotonic() + 10
         for d in self.dirs:
             while True:

@@ -16,14 +16,15 @@ code is in that process's linecache). Two steps keep feedback to what the grader
   bytes of whatever the learner's code encoded in them; every message is cut to 600 characters.
 So the names and numbers of one failed test's message carry at most about 50 + 60 bytes of what the
 learner's code chose (64 characters of 63 kinds, and NUMBER_BUDGET digits), besides which of the
-expected strings it repeats where, and where placeholders stand. The lessons' messages quote names the learner's code chose (an exception it
-raised, "raised ValueError"; its values' type or dict keys) and keep them all: in the mutants'
-messages (tests/mutants/*.json) at most 23 such characters ("raised ZeroDivisionError": the probe's
-key "raised" and the exception's name); NAME_BUDGET leaves room for the longest built-in exception
-name (25) and a type name (40, protocol's limit) in one message. Names the expected values hold
-(autograd nodes like MulBackward0, the keys of a right answer) are free: the judge shows them anyway.
-Both, and page(), return text that is safe to write anywhere: valid UTF-8 (no lone surrogates), no
-control characters but newlines, no bidirectional overrides.
+expected strings it repeats where, and where placeholders stand. The lessons' messages quote names
+the learner's code chose (an exception it raised, "raised ValueError"; its values' type or dict
+keys) and keep them all: in the mutants' messages (tests/mutants/*.json) at most 23 such characters
+("raised ZeroDivisionError": the probe's key "raised" and the exception's name); NAME_BUDGET leaves
+room for the longest built-in exception name (25) and a type name (40, protocol's limit) in one
+message. Names the expected values hold (autograd nodes like MulBackward0, the keys of a right
+answer) are free: the judge shows them anyway. Both, and page(), return text that is safe to write
+anywhere: valid UTF-8 (no lone surrogates), no control characters but newlines, no bidirectional
+overrides.
 docs/grading-design.md says what is left.
 """
 
@@ -33,15 +34,20 @@ import re
 import sys
 
 MAX_MESSAGE = 600
-MAX_NAME = 40          # a name (an exception's, a dict key, an autograd node's) the learner's code chose may be shown...
-NAME_BUDGET = 64       # ...this many characters of them in one message, all its names together (mutants: up to 23)
-MAX_STRINGS = 100_000  # distinct strings of the learner's values looked at; past that nothing of theirs is quoted
+MAX_NAME = 40          # a name (an exception's, a dict key, an autograd node's) the learner's code
+                       # chose may be shown...
+NAME_BUDGET = 64       # ...this many characters of them in one message, all its names together
+                       # (mutants: up to 23)
+MAX_STRINGS = 100_000  # distinct strings of the learner's values looked at; past that nothing of
+                       # theirs is quoted
 MAX_FOUND = 200        # strings of theirs, not names, that one message may quote (each is replaced)
-MAX_WORK = 10 ** 8     # (strings of theirs, not names) x (characters of the message): the search's cost
+MAX_WORK = 10 ** 8     # (strings of theirs, not names) x (characters of the message): the search's
+                       # cost
 TOO_MANY = "wrong answer (your code's values hold too many strings to be quoted in feedback)"
 MAX_DIGITS = 10        # significant digits shown of one number (its exponent counts too)
 MAX_NUMBERS = 16       # numbers shown in one message (the lessons' messages show up to 15)
-NUMBER_BUDGET = 80     # digits and minus signs shown in one message, all its numbers together (lessons: up to 52)
+NUMBER_BUDGET = 80     # digits and minus signs shown in one message, all its numbers together
+                       # (lessons: up to 52)
 MAX_SCANNED = 100_000  # characters of a message looked at; the rest is never shown anyway
 CUT = "\u2026"         # "…": what stands for digits or numbers left out
 
@@ -74,19 +80,21 @@ def scrub(message: str, got, want) -> str:
       letter (short runs of digits and signs are left to bound_numbers).
     protocol's own descriptions of values it cannot send ("int too large") are no strings of theirs.
     A message about values with more than MAX_STRINGS distinct strings, or one that would take long
-    to clean (more than MAX_FOUND strings to replace, or MAX_WORK characters to search), is TOO_MANY:
-    the lessons' messages quote a few dozen at most, and a judge must not keep the reference busy."""
+    to clean (more than MAX_FOUND strings to replace, or MAX_WORK characters to search), is
+    TOO_MANY: the lessons' messages quote a few dozen at most, and a judge must not keep the
+    reference busy."""
     allowed: set[str] = set()
     theirs: set[str] = set()
     _strings(want, allowed)
     if not _strings(got, theirs) or len(theirs) > MAX_STRINGS:
         return TOO_MANY
     theirs -= allowed
-    names = {text for text in theirs if _is_name(text)}   # found by one pass over the message, below
+    names = {text for text in theirs if _is_name(text)}  # found by one pass over the message, below
     texts = [text for text in theirs if text and text not in names]
     if len(texts) * len(message) > MAX_WORK:   # each is looked for in the whole message
         return TOO_MANY
-    # a string shows as itself (str(), an f-string) or escaped inside its repr (a list's, a dict's keys)
+    # a string shows as itself (str(), an f-string) or escaped inside its repr (a list's, a dict's
+    # keys)
     found = [text for text in texts if text in message or repr(text)[1:-1] in message]
     if len(found) > MAX_FOUND:
         return TOO_MANY
@@ -94,7 +102,8 @@ def scrub(message: str, got, want) -> str:
         message = message.replace(repr(text), "<a string>")
         if len(text) >= 8 or not text.isascii() or _LETTER.search(text):
             for shown in dict.fromkeys((text, repr(text)[1:-1])):
-                message = re.sub(r"(?<![A-Za-z0-9_])" + re.escape(shown) + r"(?![A-Za-z0-9_])", "<text>", message)
+                message = re.sub(r"(?<![A-Za-z0-9_])" + re.escape(shown) + r"(?![A-Za-z0-9_])",
+                                 "<text>", message)
     if names:
         spent = 0
 
@@ -132,11 +141,15 @@ def _strings(value, into: set, depth: int = 0) -> bool:
     elif t in (list, tuple):
         return all(_strings(v, into, depth + 1) for v in value)
     elif t is dict:
-        return all(_strings(k, into, depth + 1) and _strings(v, into, depth + 1) for k, v in value.items())
+        return all(_strings(k, into, depth + 1) and _strings(v, into, depth + 1)
+                   for k, v in value.items())
     else:
-        protocol = sys.modules.get("course_utils.grader.protocol")   # loaded wherever an Opaque was decoded
-        if protocol is not None and isinstance(value, protocol.Opaque) and not _described(t.__name__):
-            name = t.__name__   # as the judge may show it: repr() "<name object>", or judging.name_of (no spaces)
+        # loaded wherever an Opaque was decoded
+        protocol = sys.modules.get("course_utils.grader.protocol")
+        if (protocol is not None and isinstance(value, protocol.Opaque)
+                and not _described(t.__name__)):
+            # as the judge may show it: repr() "<name object>", or judging.name_of (no spaces)
+            name = t.__name__
             into.update((name, name.replace(" ", "")))
     return True
 
@@ -204,21 +217,27 @@ def _significant(mantissa: str, keep: int) -> str:
 
 
 def page(result) -> str:
-    """A learner's feedback page (a course_utils.grader.grade.Result): the score of each test and what
-    was wrong, no test code; the written answers as the learner wrote them, to be graded by hand."""
+    """A learner's feedback page (a course_utils.grader.grade.Result): the score of each test and
+    what was wrong, no test code; the written answers as the learner wrote them, to be graded by
+    hand."""
     def text(value) -> str:
         return html.escape(safe_text(value))
 
     rows = "\n".join(
         f"<tr><td>{text(gid)}</td><td>{o.score:g} / {o.points:g}</td>"
-        f"<td>{text(o.message) if o.message else 'passed'}</td></tr>" for gid, o in result.outcomes.items())
+        f"<td>{text(o.message) if o.message else 'passed'}</td></tr>"
+        for gid, o in result.outcomes.items())
     notes = "".join(f"<li>{text(n)}</li>" for n in result.notes)
     written = "".join(f"<h3>{text(gid)}</h3><pre style='white-space:pre-wrap'>{text(answer)}</pre>"
                       for gid, answer in result.written.items())
-    return (f"<!doctype html><html><head><meta charset='utf-8'><title>{text(result.lesson)}: feedback</title>"
-            f"<style>body{{font-family:sans-serif;max-width:60em}}td{{padding:.3em .8em;vertical-align:top}}</style></head>"
-            f"<body><h1>{text(result.lesson)}</h1><p>Score: <b>{result.score:g} / {result.points:g}</b></p>"
+    return ("<!doctype html><html><head><meta charset='utf-8'>"
+            f"<title>{text(result.lesson)}: feedback</title>"
+            "<style>body{font-family:sans-serif;max-width:60em}"
+            "td{padding:.3em .8em;vertical-align:top}</style></head>"
+            f"<body><h1>{text(result.lesson)}</h1>"
+            f"<p>Score: <b>{result.score:g} / {result.points:g}</b></p>"
             f"<table><tr><th>test</th><th>points</th><th>feedback</th></tr>{rows}</table>"
             + (f"<h2>Notes</h2><ul>{notes}</ul>" if notes else "")
-            + (f"<h2>Written answers</h2><p>Graded by hand by your instructor, not part of the score above.</p>{written}"
+            + ("<h2>Written answers</h2>"
+               f"<p>Graded by hand by your instructor, not part of the score above.</p>{written}"
                if written else "") + "</body></html>\n")

@@ -1,14 +1,16 @@
 """Grade a whole folder of submissions without the gradebook: grades.csv and one feedback page each.
 
-    python -m course_utils.grader.gradefolder LESSON FOLDER --out graded/ --jobs 2     (bash course.sh grade ...)
+    python -m course_utils.grader.gradefolder LESSON FOLDER --out graded/ --jobs 2
+        (bash course.sh grade ...)
 
 FOLDER is nbgrader's layout (FOLDER/STUDENT/LESSON/LESSON.ipynb) or one FOLDER/STUDENT.ipynb per
-learner. Submissions are graded in parallel (course_utils.grader.grade, one sandbox each) against one
-reference run; grades.csv has a row per learner with the reasons and course_utils.grader.review's flags
-(for the instructor only); feedback/STUDENT/LESSON.html shows scores and messages, no test code.
-Written answers (nbgrader's manually graded answers) are not scored here: score and max_score count the
-autograded tests only, and each written answer's text is copied, as the learner wrote it, into a column
-of grades.csv that says to grade it by hand (and into the feedback page).
+learner. Submissions are graded in parallel (course_utils.grader.grade, one sandbox each) against
+one reference run; grades.csv has a row per learner with the reasons and
+course_utils.grader.review's flags (for the instructor only); feedback/STUDENT/LESSON.html shows
+scores and messages, no test code. Written answers (nbgrader's manually graded answers) are not
+scored here: score and max_score count the autograded tests only, and each written answer's text is
+copied, as the learner wrote it, into a column of grades.csv that says to grade it by hand (and into
+the feedback page).
 
 Results are never lost: bad input (a lesson that does not exist, no submissions in FOLDER, a FOLDER
 one level too deep, an OUT/grades.csv of another lesson, bad limits) is a one-line error, exit
@@ -27,8 +29,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from course_utils.grader.lessonfile import MAX_SUBMISSION_BYTES, Lesson, load_lesson, read_answers, read_written
-from course_utils.grader.reports import BadInput, check_out, clean, clean_name, shown, write_reports, written_note
+from course_utils.grader.lessonfile import (MAX_SUBMISSION_BYTES, Lesson, load_lesson, read_answers,
+                                            read_written)
+from course_utils.grader.reports import (BadInput, check_out, clean, clean_name, shown,
+                                         write_reports, written_note)
 from course_utils.grader.review import review
 from course_utils.grader.capabilities import SandboxUnavailable
 from course_utils.grader.grade import ReferenceOverloaded
@@ -52,7 +56,8 @@ def find_submissions(folder: Path, lesson: str) -> dict[str, Path]:
     flat folder of FOLDER/student.ipynb."""
     folder = Path(folder)
     if not folder.is_dir():
-        raise BadInput(f"no folder {shown(folder)}" if not folder.exists() else f"{shown(folder)} is not a folder")
+        raise BadInput(f"no folder {shown(folder)}" if not folder.exists()
+                       else f"{shown(folder)} is not a folder")
     found = {p.parent.parent.name: p for p in sorted(folder.glob(f"*/{lesson}/{lesson}.ipynb"))}
     found.update({p.stem: p for p in sorted(folder.glob("*.ipynb")) if p.stem not in found})
     return found
@@ -63,14 +68,17 @@ def check_folder(folder: Path, lesson: str) -> dict[str, Path]:
     deep) or a folder with no submission of the lesson."""
     folder = Path(folder)
     submissions = find_submissions(folder, lesson)
-    layout = f"FOLDER/STUDENT/{lesson}/{lesson}.ipynb (nbgrader's submitted/) or FOLDER/STUDENT.ipynb"
+    layout = (f"FOLDER/STUDENT/{lesson}/{lesson}.ipynb (nbgrader's submitted/) "
+              "or FOLDER/STUDENT.ipynb")
     if (folder / f"{lesson}.ipynb").is_file():
         instead = folder.parent.parent if folder.name == lesson else folder.parent
-        raise BadInput(f"{shown(folder)} holds {lesson}.ipynb itself: it is one learner's submission, not a folder of "
-                       f"them; give the folder that holds every learner's, {shown(instead)}? ({layout})")
+        raise BadInput(f"{shown(folder)} holds {lesson}.ipynb itself: it is one learner's "
+                       "submission, not a folder of them; give the folder that holds every "
+                       f"learner's, {shown(instead)}? ({layout})")
     if (folder / lesson / f"{lesson}.ipynb").is_file():
-        raise BadInput(f"{shown(folder)} holds {lesson}/{lesson}.ipynb: it is one learner's folder, not a folder of "
-                       f"them; give the folder that holds every learner's, {shown(folder.parent)}? ({layout})")
+        raise BadInput(f"{shown(folder)} holds {lesson}/{lesson}.ipynb: it is one learner's "
+                       "folder, not a folder of them; give the folder that holds every learner's, "
+                       f"{shown(folder.parent)}? ({layout})")
     if not submissions:
         raise BadInput(f"no submissions of {lesson} in {shown(folder)}: expected {layout}")
     return submissions
@@ -86,19 +94,22 @@ def lesson_source(lesson: str, course: Path) -> Path:
         return source
     source = Path(course) / "solutions" / lesson / f"{lesson}.ipynb"
     if "/" in lesson or lesson in ("", ".", "..") or not source.is_file():
-        names = sorted(p.parent.name for p in Path(course).glob("solutions/*/*.ipynb") if p.stem == p.parent.name)
+        names = sorted(p.parent.name for p in Path(course).glob("solutions/*/*.ipynb")
+                       if p.stem == p.parent.name)
         raise BadInput(f"no lesson {clean(lesson)!r} (no {shown(source)})"
-                       + (f"; the lessons are {', '.join(names)}" if names else f"; is {shown(course)} the course's folder?"))
+                       + (f"; the lessons are {', '.join(names)}" if names
+                          else f"; is {shown(course)} the course's folder?"))
     return source
 
 
 def read_lesson(source: Path) -> Lesson:
     try:
         lesson = load_lesson(source)
-    except Exception as e:  # noqa: BLE001 - not a notebook, not an nbgrader source: bad input, said in one line
+    except Exception as e:  # not a notebook, not an nbgrader source: bad input, said in one line
         raise BadInput(f"cannot read the lesson {shown(source)}: {_one_line(e)}") from None
     if not lesson.tests:
-        raise BadInput(f"{shown(source)} has no test cells (nbgrader's autograder tests): nothing to grade")
+        raise BadInput(f"{shown(source)} has no test cells (nbgrader's autograder tests): "
+                       "nothing to grade")
     return lesson
 
 
@@ -110,7 +121,8 @@ def _one_line(error: BaseException) -> str:
 # ---------------------------------------------------------------------------------------------
 # Grading and writing
 
-def grade_folder(source: Path, folder: Path, out: Path, jobs: int = 2, limits: Limits | None = None) -> list[Result]:
+def grade_folder(source: Path, folder: Path, out: Path, jobs: int = 2,
+                 limits: Limits | None = None) -> list[Result]:
     """Grade every submission of the lesson whose instructor notebook is `source`; merge the rows
     into out/grades.csv and write out/feedback/STUDENT/LESSON.html. Returns the results, sorted by
     student. BadInput (nothing written) for what cannot be graded; nothing is written either when
@@ -127,16 +139,20 @@ def grade_folder(source: Path, folder: Path, out: Path, jobs: int = 2, limits: L
 
 
 def grade_answers(*args, **kwargs) -> Result:
-    """course_utils.grader.grade.grade_answers, looked up when called (tests put a stub in its place)."""
+    """course_utils.grader.grade.grade_answers, looked up when called (tests put a stub in its
+    place)."""
     from course_utils.grader.grade import grade_answers
     return grade_answers(*args, **kwargs)
 
 
-def grade_submissions(lesson: Lesson, submissions: dict[str, Path], jobs: int, limits: Limits) -> list[Result]:
+def grade_submissions(lesson: Lesson, submissions: dict[str, Path], jobs: int,
+                      limits: Limits) -> list[Result]:
     from course_utils.grader.grade import Reference, failed
-    limits = limits.shared_by(min(jobs, len(submissions)))   # the reference too: its peaks compare with the learners'
+    # the reference too: its peaks compare with the learners'
+    limits = limits.shared_by(min(jobs, len(submissions)))
     try:
-        if warning := check_sandbox(limits):   # fails closed: no learner's code without the sandbox unless asked
+        # fails closed: no learner's code without the sandbox unless asked
+        if warning := check_sandbox(limits):
             print(f"warning: {warning}", file=sys.stderr)
     except SandboxUnavailable as e:
         raise BadInput(f"nothing graded: {e}") from None
@@ -145,7 +161,8 @@ def grade_submissions(lesson: Lesson, submissions: dict[str, Path], jobs: int, l
     except ReferenceOverloaded as e:   # the machine's doing: nothing graded, grade again (exit 3)
         raise ReferenceOverloaded(_one_line(e)) from None
     except RuntimeError as e:
-        raise BadInput(f"the reference run of {lesson.name} failed, nothing graded: {' '.join(clean(e).split())}") from None
+        raise BadInput(f"the reference run of {lesson.name} failed, nothing graded: "
+                       f"{' '.join(clean(e).split())}") from None
     try:
         def one(item):
             slot, (student, path) = item
@@ -157,9 +174,10 @@ def grade_submissions(lesson: Lesson, submissions: dict[str, Path], jobs: int, l
                 data, notes = b"", [f"the submitted file could not be read ({e.strerror})"]
             try:
                 answers, more = read_answers(data, lesson)
-                result = grade_answers(lesson, reference, answers, notes + more, student, limits, slot=slot % 4000)
+                result = grade_answers(lesson, reference, answers, notes + more, student, limits,
+                                       slot=slot % 4000)
                 result.review = review(lesson, answers)
-            except Exception as e:  # noqa: BLE001 - one submission's trouble never costs the others their grades
+            except Exception as e:  # one submission's trouble never costs the others their grades
                 result = failed(lesson, student, notes, e)
             if lesson.written:   # copied for the instructor, who grades them by hand
                 result.written = read_written(data, lesson)[0]
@@ -202,30 +220,39 @@ def _jobs(text: str) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = _Parser(
         prog="python -m course_utils.grader.gradefolder",
-        description="Grade a folder of submissions of one lesson in sandboxes; merge the rows into grades.csv and "
-                    "write feedback pages. Exit status 0; 2: bad input, nothing written; 3: some submissions "
-                    "were not graded because the machine was overloaded (grade them again).")
-    parser.add_argument("lesson", help="lesson name (COURSE/solutions/LESSON/LESSON.ipynb) or the instructor notebook's path")
-    parser.add_argument("folder", help="submissions: FOLDER/STUDENT/LESSON/LESSON.ipynb (nbgrader's submitted/) or FOLDER/STUDENT.ipynb")
-    parser.add_argument("--out", default="graded", help="where grades.csv and feedback/ go (default: graded); "
-                        "an existing grades.csv of the lesson is merged into")
-    parser.add_argument("--jobs", type=_jobs, default=2, help="submissions graded at once (default 2)")
+        description="Grade a folder of submissions of one lesson in sandboxes; merge the rows into "
+                    "grades.csv and write feedback pages. Exit status 0; 2: bad input, nothing "
+                    "written; 3: some submissions were not graded because the machine was "
+                    "overloaded (grade them again).")
+    parser.add_argument("lesson", help="lesson name (COURSE/solutions/LESSON/LESSON.ipynb) or the "
+                        "instructor notebook's path")
+    parser.add_argument("folder", help="submissions: FOLDER/STUDENT/LESSON/LESSON.ipynb "
+                        "(nbgrader's submitted/) or FOLDER/STUDENT.ipynb")
+    parser.add_argument("--out", default="graded", help="where grades.csv and feedback/ go "
+                        "(default: graded); an existing grades.csv of the lesson is merged into")
+    parser.add_argument("--jobs", type=_jobs, default=2,
+                        help="submissions graded at once (default 2)")
     parser.add_argument("--cell-seconds", type=_seconds, default=DEFAULTS.cell_seconds,
-                        help=f"time limit for one cell, in the submission's own time (default {DEFAULTS.cell_seconds:g})")
+                        help="time limit for one cell, in the submission's own time "
+                             f"(default {DEFAULTS.cell_seconds:g})")
     parser.add_argument("--notebook-seconds", type=_seconds, default=DEFAULTS.notebook_seconds,
-                        help=f"time limit for a whole submission (default {DEFAULTS.notebook_seconds:g})")
+                        help="time limit for a whole submission "
+                             f"(default {DEFAULTS.notebook_seconds:g})")
     parser.add_argument("--sandbox", choices=("required", "optional"), default=DEFAULTS.sandbox,
-                        help="required (default): stop where the learner's code would run without the sandbox; "
-                             "optional: grade there with resource limits only")
-    parser.add_argument("--course", default=".", help="the course's folder, where lesson names are looked up "
-                        "(default: the current folder; bash course.sh grade passes its own)")
+                        help="required (default): stop where the learner's code would run without "
+                             "the sandbox; optional: grade there with resource limits only")
+    parser.add_argument("--course", default=".",
+                        help="the course's folder, where lesson names are looked up (default: the "
+                             "current folder; bash course.sh grade passes its own)")
     args = parser.parse_args(argv)
     out = Path(args.out)
     try:
         source = lesson_source(args.lesson, Path(args.course))
-        lesson = read_lesson(source)   # bad input is reported before anything is written; the summary's written answers
+        # bad input is reported before anything is written; the summary's written answers
+        lesson = read_lesson(source)
         results = grade_folder(source, Path(args.folder), out, args.jobs,
-                               Limits(cell_seconds=args.cell_seconds, notebook_seconds=args.notebook_seconds,
+                               Limits(cell_seconds=args.cell_seconds,
+                                      notebook_seconds=args.notebook_seconds,
                                       sandbox=args.sandbox))
     except BadInput as e:
         print(f"error: {e}", file=sys.stderr)
@@ -237,16 +264,19 @@ def main(argv: list[str] | None = None) -> int:
     for r in results:
         print(f"{clean_name(r.student)}: {r.score:g} / {r.points:g}  ({r.seconds:.1f} s)"
               + (f"  + {by_hand:g} points of written answers to grade by hand" if by_hand else "")
-              + ("  [review]" if r.review else "") + ("  [not graded: grade again]" if r.overloaded else ""))
+              + ("  [review]" if r.review else "")
+              + ("  [not graded: grade again]" if r.overloaded else ""))
     if any(r.review for r in results):
-        print("[review]: an answer reaches outside its exercise (the review column of grades.csv says how); read it")
+        print("[review]: an answer reaches outside its exercise (the review column of grades.csv "
+              "says how); read it")
     if lesson.written:
         print(written_note(lesson))
     print(f"wrote {clean(out / 'grades.csv')} and {clean(out / 'feedback')}/")
     if overloaded := [clean_name(r.student) for r in results if r.overloaded]:
-        print(f"{len(overloaded)} of {len(results)} submissions were not graded because the grading machine was "
-              f"overloaded ({', '.join(overloaded)}): grade them again, on a quieter machine or with fewer --jobs "
-              f"(a run merges into grades.csv)", file=sys.stderr)
+        print(f"{len(overloaded)} of {len(results)} submissions were not graded because the "
+              f"grading machine was overloaded ({', '.join(overloaded)}): grade them again, on a "
+              "quieter machine or with fewer --jobs (a run merges into grades.csv)",
+              file=sys.stderr)
         return EXIT_OVERLOADED
     return 0
 

@@ -1,7 +1,8 @@
 """The math on the pages nbgrader makes (feedback, the Formgrader's submission view), drawn with no
 script and no download: MathML, made where the page is made.
 
-    html = markdown_html(exporter, context, source, clean=safe_html)   # markdown -> HTML, math as MathML
+    html = markdown_html(exporter, context, source,
+                         clean=safe_html)   # markdown -> HTML, math as MathML
 
 nbgrader's feedback and formgrade templates load MathJax from a CDN (nbconvert's `mathjax()` macro),
 so without internet the lessons' math shows as raw TeX; a feedback page opened in JupyterLab's HTML
@@ -11,11 +12,11 @@ templates/NAME/mathjax.html.j2 replaces the CDN script with nothing on both page
 
 Learners write math in their written answers too, so the math is cut out of the markdown before the
 HTML is cleaned (`clean`, course_utils.grader.reports.safe_html) and put back after, into text only
-(inside a tag, such as a heading's anchor link or a learner's raw HTML attribute, it goes back as the
-escaped TeX): the MathML keeps only MathML's presentation elements (MATH_TAGS) and a few attributes
-with short plain values (MATH_ATTRIBUTES, _PLAIN), never a link, a style or an event handler. TeX that
-does not convert, or converts to anything else, shows as the TeX it is (escaped, between its
-delimiters), as before.
+(inside a tag, such as a heading's anchor link or a learner's raw HTML attribute, it goes back as
+the escaped TeX): the MathML keeps only MathML's presentation elements (MATH_TAGS) and a few
+attributes with short plain values (MATH_ATTRIBUTES, _PLAIN), never a link, a style or an event
+handler. TeX that does not convert, or converts to anything else, shows as the TeX it is (escaped,
+between its delimiters), as before.
 """
 
 from __future__ import annotations
@@ -29,26 +30,30 @@ from pathlib import Path
 import nbgrader
 from nbconvert.filters.markdown_mistune import IPythonRenderer, MarkdownWithMath
 
-# The pages' mathjax() macro, without MathJax: templates/NAME/mathjax.html.j2 for nbgrader's templates formgrade and
-# feedback. nbgrader_config.py sets HTMLExporter.extra_template_basedirs to PAGE_TEMPLATES: nbconvert then looks in
-# our NAME folder, then in nbgrader's (as nbgrader's own setting does), then in the base templates.
+# The pages' mathjax() macro, without MathJax: templates/NAME/mathjax.html.j2 for nbgrader's
+# templates formgrade and feedback. nbgrader_config.py sets HTMLExporter.extra_template_basedirs to
+# PAGE_TEMPLATES: nbconvert then looks in our NAME folder, then in nbgrader's (as nbgrader's own
+# setting does), then in the base templates.
 TEMPLATES = Path(__file__).resolve().parent / "templates"
-NBGRADER_TEMPLATES = Path(nbgrader.__file__).resolve().parent / "server_extensions" / "formgrader" / "templates"
+NBGRADER_TEMPLATES = (Path(nbgrader.__file__).resolve().parent / "server_extensions" / "formgrader"
+                      / "templates")
 PAGE_TEMPLATES = [str(TEMPLATES), str(NBGRADER_TEMPLATES)]
 
 NAMESPACE = "http://www.w3.org/1998/Math/MathML"
 MATH_TAGS = frozenset({
-    "math", "mrow", "mi", "mn", "mo", "ms", "mtext", "mspace", "mfrac", "msqrt", "mroot", "mstyle", "merror",
-    "mpadded", "mphantom", "msub", "msup", "msubsup", "munder", "mover", "munderover", "mmultiscripts",
-    "mprescripts", "none", "mtable", "mtr", "mtd", "mlabeledtr", "menclose", "mfenced", "semantics",
-    "annotation"})
+    "math", "mrow", "mi", "mn", "mo", "ms", "mtext", "mspace", "mfrac", "msqrt", "mroot", "mstyle",
+    "merror", "mpadded", "mphantom", "msub", "msup", "msubsup", "munder", "mover", "munderover",
+    "mmultiscripts", "mprescripts", "none", "mtable", "mtr", "mtd", "mlabeledtr", "menclose",
+    "mfenced", "semantics", "annotation"})
 MATH_ATTRIBUTES = frozenset({
-    "display", "displaystyle", "scriptlevel", "mathvariant", "mathsize", "mathcolor", "mathbackground", "stretchy",
-    "fence", "separator", "separators", "lspace", "rspace", "minsize", "maxsize", "movablelimits", "largeop",
-    "symmetric", "form", "accent", "accentunder", "linethickness", "width", "height", "depth", "voffset",
-    "columnalign", "columnspacing", "columnlines", "rowalign", "rowspacing", "rowlines", "frame", "framespacing",
-    "equalrows", "equalcolumns", "notation", "open", "close", "align", "encoding"})
-_PLAIN = re.compile(r"[A-Za-z0-9 .,%#+-]{0,60}\Z")   # an attribute's value: a word, a number, a length, a colour
+    "display", "displaystyle", "scriptlevel", "mathvariant", "mathsize", "mathcolor",
+    "mathbackground", "stretchy", "fence", "separator", "separators", "lspace", "rspace", "minsize",
+    "maxsize", "movablelimits", "largeop", "symmetric", "form", "accent", "accentunder",
+    "linethickness", "width", "height", "depth", "voffset", "columnalign", "columnspacing",
+    "columnlines", "rowalign", "rowspacing", "rowlines", "frame", "framespacing", "equalrows",
+    "equalcolumns", "notation", "open", "close", "align", "encoding"})
+# an attribute's value: a word, a number, a length, a colour
+_PLAIN = re.compile(r"[A-Za-z0-9 .,%#+-]{0,60}\Z")
 _TAG = re.compile(r'<[^<>"]*(?:"[^"]*"[^<>"]*)*>')   # a tag as clean() writes it (markdown_html)
 
 
@@ -59,7 +64,7 @@ def to_mathml(tex: str, display: bool) -> str | None:
 
     try:
         root = ET.fromstring(convert(tex, display="block" if display else "inline"))
-    except Exception:   # noqa: BLE001 - latex2mathml raises many kinds on TeX it does not know
+    except Exception:   # latex2mathml raises many kinds on TeX it does not know
         return None
     return _element(root)
 
@@ -87,7 +92,8 @@ def _element(el: ET.Element) -> str | None:
 
 
 class _MathRenderer(IPythonRenderer):
-    """nbconvert's markdown renderer, each piece of math replaced by a placeholder (`mark`, then its number)."""
+    """nbconvert's markdown renderer, each piece of math replaced by a placeholder (`mark`, then its
+    number)."""
 
     def __init__(self, mark: str, **kwargs):
         super().__init__(**kwargs)
@@ -120,20 +126,22 @@ def markdown_html(exporter, context, source: str, clean) -> str:
     exporter, for its settings; context: the template's), passed through clean(), with each piece of
     math as MathML (or, where to_mathml gives None, its TeX as text)."""
     cell = context.get("cell", {})
-    # The placeholder is letters and digits, which clean() keeps as they are, in text and in attribute values
-    # alike; it names the source's own hash, so no source can hold one of its own.
+    # The placeholder is letters and digits, which clean() keeps as they are, in text and in
+    # attribute values alike; it names the source's own hash, so no source can hold one of its own.
     mark = "MATHML" + hashlib.sha256(source.encode("utf-8", "surrogatepass")).hexdigest()[:16] + "N"
     renderer = _MathRenderer(mark, escape=False, attachments=cell.get("attachments", {}),
                              embed_images=exporter.embed_images,
                              path=context.get("resources", {}).get("metadata", {}).get("path", ""),
                              anchor_link_text=exporter.anchor_link_text,
-                             exclude_anchor_links=exporter.exclude_anchor_links, **exporter.lexer_options)
+                             exclude_anchor_links=exporter.exclude_anchor_links,
+                             **exporter.lexer_options)
     cleaned = clean(MarkdownWithMath(renderer=renderer).render(source))
     placeholder = re.compile(re.escape(mark) + r"(\d+)Z")
 
     def tex(found: re.Match) -> str:   # in a tag: the TeX, escaped for an attribute value
         k = int(found.group(1))
-        return html.escape(renderer.math[k][0], quote=True) if k < len(renderer.math) else found.group(0)
+        return (html.escape(renderer.math[k][0], quote=True) if k < len(renderer.math)
+                else found.group(0))
 
     def math(found: re.Match) -> str:  # in text: the MathML, or the TeX as text
         k = int(found.group(1))
@@ -142,15 +150,17 @@ def markdown_html(exporter, context, source: str, clean) -> str:
         shown, body, display = renderer.math[k]
         return to_mathml(body, display) or html.escape(shown, quote=True)
 
-    # MathML goes into text only, never into a tag: nbconvert puts a heading's text (math included) in its
-    # anchor link's href, and a learner's raw HTML can hold a placeholder in an attribute. clean() (bleach)
-    # writes every attribute value in double quotes, with " and < escaped, and < in text as &lt;, so each
-    # < starts a tag and _TAG finds where it ends; where that does not hold, every piece stays TeX.
+    # MathML goes into text only, never into a tag: nbconvert puts a heading's text (math included)
+    # in its anchor link's href, and a learner's raw HTML can hold a placeholder in an attribute.
+    # clean() (bleach) writes every attribute value in double quotes, with " and < escaped, and < in
+    # text as &lt;, so each < starts a tag and _TAG finds where it ends; where that does not hold,
+    # every piece stays TeX.
     tags = list(_TAG.finditer(cleaned))
     if len(tags) != cleaned.count("<"):
         return placeholder.sub(tex, cleaned)
     out, last = [], 0
     for tag in tags:
-        out += [placeholder.sub(math, cleaned[last:tag.start()]), placeholder.sub(tex, tag.group(0))]
+        out += [placeholder.sub(math, cleaned[last:tag.start()]),
+                placeholder.sub(tex, tag.group(0))]
         last = tag.end()
     return "".join(out + [placeholder.sub(math, cleaned[last:])])

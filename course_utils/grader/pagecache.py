@@ -5,14 +5,16 @@ files: the same page cache), and a memory cgroup is charged for the file pages i
 into the cache. So a learner's code that keeps dropping those files from the cache (posix_fadvise
 DONTNEED on torch's .so, .py and .pyc files, on the fonts and libraries graphviz loads) makes the
 honest learner graded beside it read them again, and the kernel charges them to that learner's
-measured peak (course_utils.grader.peakmemory): lesson 05 lost 5 points to "103 MB more than the reference".
+measured peak (course_utils.grader.peakmemory): lesson 05 lost 5 points to "103 MB more than the
+reference".
 
 The kernel does not drop a cached page that a process has mapped (posix_fadvise, drop_caches and
-MADV_PAGEOUT all skip mapped pages). So once the reference worker has run the lesson, the grader maps
-every page of those files that is then in the cache, and keeps it mapped while it grades: no
+MADV_PAGEOUT all skip mapped pages). So once the reference worker has run the lesson, the grader
+maps every page of those files that is then in the cache, and keeps it mapped while it grades: no
 neighbour can evict it, and learners find it cached, charged to no learner.
 
-    pin = pin_environment(reference.worker.pid, measured)   # after the reference ran the instructor's notebook
+    pin = pin_environment(reference.worker.pid,
+                          measured)   # after the reference ran the instructor's notebook
     pin.summary()      # "pinned 4,035 files, 483 MB of page cache", or why nothing is pinned
     ...                # grade
     pin.close()
@@ -20,16 +22,16 @@ neighbour can evict it, and learners find it cached, charged to no learner.
 Which files: those the reference process has mapped (/proc/PID/maps), then every file under the
 Python environment (sys.prefix, the standard library, course_utils), then under the system folders
 the sandbox mounts (course_utils.grader.sandbox.SYSTEM_DIRS). A helper process holds the mappings
-(`python -m course_utils.grader.pagecache`), one per file with cached pages, up to vm.max_map_count, so
-the grader's own address space is untouched; it reads nothing that was not cached and exits when
+(`python -m course_utils.grader.pagecache`), one per file with cached pages, up to vm.max_map_count,
+so the grader's own address space is untouched; it reads nothing that was not cached and exits when
 the pin is closed or the grader dies. Pages are mapped, not locked: memory pressure can still
 reclaim them (keep the workers' memory limits within the machine's memory). Mapping needs no
-privilege, but seeing which pages are cached does: Linux tells a user that every page of a file it may
-not write is cached (mincore; cachestat refuses), so a grader that is not root would read whole files
-from disk to "pin" them. The hub's instructor, whose workers' peaks the hub's root worker measures,
-pins through that root worker (course_utils.grader.rootworker.pin_environment), which holds the
-mappings as root. Where no memory cgroup measures peaks (not Linux, no cgroup, a grader that is neither
-root nor given measured workers) nothing is pinned and the reason says why.
+privilege, but seeing which pages are cached does: Linux tells a user that every page of a file it
+may not write is cached (mincore; cachestat refuses), so a grader that is not root would read whole
+files from disk to "pin" them. The hub's instructor, whose workers' peaks the hub's root worker
+measures, pins through that root worker (course_utils.grader.rootworker.pin_environment), which
+holds the mappings as root. Where no memory cgroup measures peaks (not Linux, no cgroup, a grader
+that is neither root nor given measured workers) nothing is pinned and the reason says why.
 """
 
 import json
@@ -44,17 +46,20 @@ from pathlib import Path
 
 FIRST = (".so", ".pyc", ".py")   # pinned before other files of a folder group (.so.N counts as .so)
 MAPS_LEFT = 2048                 # mappings the helper leaves free under vm.max_map_count for itself
-START_SECONDS = 300              # how long the helper may take to walk and map (a loaded machine, a slow disk)
+START_SECONDS = 300              # how long the helper may take to walk and map (a loaded machine,
+                                 # a slow disk)
 
 
 class Pin:
     """Cached pages held by a helper process; close() lets them go. files, bytes: what it holds."""
 
-    def __init__(self, reason: str | None = None, proc: subprocess.Popen | None = None, stats: dict | None = None):
+    def __init__(self, reason: str | None = None, proc: subprocess.Popen | None = None,
+                 stats: dict | None = None):
         self.reason, self._proc, stats = reason, proc, stats or {}
         self.files: int = stats.get("files", 0)
         self.bytes: int = stats.get("bytes", 0)
-        self.skipped: int = stats.get("skipped", 0)   # files with cached pages left out: over the mapping budget
+        # files with cached pages left out: over the mapping budget
+        self.skipped: int = stats.get("skipped", 0)
         self.seconds: float = stats.get("seconds", 0.0)
 
     @property
@@ -78,7 +83,8 @@ class Pin:
             proc.wait(timeout=10)
         except (OSError, subprocess.TimeoutExpired):
             try:
-                proc.kill()   # a pin held by root (the hub's root worker) cannot be signalled: it ends at EOF
+                # a pin held by root (the hub's root worker) cannot be signalled: it ends at EOF
+                proc.kill()
                 proc.wait()
             except OSError:
                 pass
@@ -104,9 +110,11 @@ def pin_environment(pid: int | None = None, measured: bool | None = None) -> Pin
     env, system = folders()
     request = {"pid": pid, "env": [str(d) for d in env], "system": [str(d) for d in system]}
     try:
-        proc = subprocess.Popen([sys.executable, "-m", "course_utils.grader.pagecache"], stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True,
-                                env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)})
+        proc = subprocess.Popen([sys.executable, "-m", "course_utils.grader.pagecache"],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL, start_new_session=True,
+                                env={**os.environ,
+                                     "PYTHONPATH": str(Path(__file__).resolve().parent.parent)})
     except OSError as e:
         return Pin(f"its helper process could not start ({type(e).__name__})")
     try:
@@ -124,8 +132,9 @@ def pin_environment(pid: int | None = None, measured: bool | None = None) -> Pin
 
 
 def hold(pid: int | None) -> dict:
-    """In this process: map the cached pages of folders()' files, those `pid` has mapped first, and keep
-    them mapped for this process's life (the hub's root worker pins this way). Returns the counts."""
+    """In this process: map the cached pages of folders()' files, those `pid` has mapped first, and
+    keep them mapped for this process's life (the hub's root worker pins this way). Returns the
+    counts."""
     env, system = folders()
     stats = _hold({"pid": pid, "env": [str(d) for d in env], "system": [str(d) for d in system]})
     _give_back_memory()
@@ -133,7 +142,8 @@ def hold(pid: int | None) -> dict:
 
 
 def _give_back_memory() -> None:
-    """The walk's lists are garbage once the pages are mapped: give their memory back to the system."""
+    """The walk's lists are garbage once the pages are mapped: give their memory back to the
+    system."""
     import ctypes
     import gc
     gc.collect()
@@ -160,15 +170,18 @@ def folders() -> tuple[list[Path], list[Path]]:
     """(the Python environment's folders, the system folders) that every sandbox mounts read-only,
     resolved, nested ones dropped: course_utils.grader.sandbox's list, plus the standard library and
     site-packages wherever they are. An environment folder may lie in a system folder (a venv of the
-    system's Python: /usr/lib/python3.11 in /usr); _candidates walks it once, with the environment."""
+    system's Python: /usr/lib/python3.11 in /usr); _candidates walks it once, with the
+    environment."""
     from course_utils.grader.sandbox import SYSTEM_DIRS, _kept_paths
     paths = sysconfig.get_paths()
-    env = {Path(p).resolve() for p in (sys.prefix, sys.exec_prefix, paths.get("stdlib"), paths.get("platstdlib"),
-                                       paths.get("purelib"), paths.get("platlib"), Path(__file__).parent,
+    env = {Path(p).resolve() for p in (sys.prefix, sys.exec_prefix, paths.get("stdlib"),
+                                       paths.get("platstdlib"), paths.get("purelib"),
+                                       paths.get("platlib"), Path(__file__).parent,
                                        *_kept_paths()) if p}
     system = {Path("/", d).resolve() for d in SYSTEM_DIRS}
     env = _outermost(p for p in env if p.is_dir() and p != Path("/"))
-    system = _outermost(d for d in system if d.is_dir() and d != Path("/") and not any(d.is_relative_to(e) for e in env))
+    system = _outermost(d for d in system if d.is_dir() and d != Path("/")
+                        and not any(d.is_relative_to(e) for e in env))
     return env, system
 
 
@@ -178,8 +191,8 @@ def _outermost(paths) -> list[Path]:
 
 
 def mapped_files(pid: int, under: list[str]) -> list[str]:
-    """The files process `pid` has mapped (its libraries), from /proc/PID/maps, that lie under one of
-    the folders `under` (not its /tmp or /dev/shm files); [] if it is gone."""
+    """The files process `pid` has mapped (its libraries), from /proc/PID/maps, that lie under one
+    of the folders `under` (not its /tmp or /dev/shm files); [] if it is gone."""
     try:
         lines = Path(f"/proc/{pid}/maps").read_text().splitlines()
     except OSError:
@@ -188,7 +201,8 @@ def mapped_files(pid: int, under: list[str]) -> list[str]:
     files = []
     for line in lines:
         parts = line.split(None, 5)
-        if len(parts) == 6 and parts[5].startswith(prefixes) and not parts[5].endswith(" (deleted)"):
+        if (len(parts) == 6 and parts[5].startswith(prefixes)
+                and not parts[5].endswith(" (deleted)")):
             files.append(parts[5])
     return list(dict.fromkeys(files))
 
@@ -215,7 +229,8 @@ def _candidates(pid: int | None, env: list[str], system: list[str]):
     first = mapped_files(pid, env + system) if pid else []
     yield from first
     first = set(first)
-    walked = set(env)   # a system folder may hold the environment (/usr holds a system Python's /usr/lib/python3.11)
+    # a system folder may hold the environment (/usr holds a system Python's /usr/lib/python3.11)
+    walked = set(env)
     for group in (env, system):
         ranked: list[list[str]] = [[] for _ in range(len(FIRST) + 1)]
         stack = list(group)
@@ -230,7 +245,8 @@ def _candidates(pid: int | None, env: list[str], system: list[str]):
                         if group is env or e.path not in walked:
                             stack.append(e.path)
                     elif e.is_file(follow_symlinks=False) and e.path not in first:
-                        rank = next((i for i, s in enumerate(FIRST) if e.name.endswith(s) or s + "." in e.name), len(FIRST))
+                        rank = next((i for i, s in enumerate(FIRST)
+                                     if e.name.endswith(s) or s + "." in e.name), len(FIRST))
                         ranked[rank].append(e.path)
                 except OSError:
                     continue
@@ -249,17 +265,20 @@ def _hold(request: dict) -> dict:
         _fields_ = [("off", ctypes.c_uint64), ("len", ctypes.c_uint64)]
 
     class CacheStat(ctypes.Structure):
-        _fields_ = [(n, ctypes.c_uint64) for n in ("cache", "dirty", "writeback", "evicted", "recently_evicted")]
+        _fields_ = [(n, ctypes.c_uint64)
+                    for n in ("cache", "dirty", "writeback", "evicted", "recently_evicted")]
 
     libc = ctypes.CDLL(None, use_errno=True)
     libc.mmap.restype = ctypes.c_void_p
-    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                          ctypes.c_int, ctypes.c_long]
     libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
     libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
     libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
     libc.syscall.restype = ctypes.c_long
     PROT_READ, MAP_SHARED, MADV_POPULATE_READ = 1, 1, 22
-    CACHESTAT = 451   # cachestat(2), Linux 6.5+ (one number on every architecture): skips uncached files unmapped
+    # cachestat(2), Linux 6.5+ (one number on every architecture): skips uncached files unmapped
+    CACHESTAT = 451
     mmap_failed = ctypes.c_void_p(-1).value
     page = os.sysconf("SC_PAGE_SIZE")
     cached_run = re.compile(rb"\x01+")   # mincore: 1 where the page is in the cache
@@ -274,9 +293,10 @@ def _hold(request: dict) -> dict:
     files = total = skipped = 0
     for path in _candidates(request.get("pid"), request.get("env", []), request.get("system", [])):
         try:
-            # O_NOATIME: root, or the owner, writes no access times; never through a link, never waiting on a
-            # FIFO (a mapped file's path comes from the caller's process)
-            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOATIME | os.O_NOFOLLOW | os.O_NONBLOCK)
+            # O_NOATIME: root, or the owner, writes no access times; never through a link, never
+            # waiting on a FIFO (a mapped file's path comes from the caller's process)
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOATIME | os.O_NOFOLLOW
+                         | os.O_NONBLOCK)
         except OSError as e:
             if e.errno != errno.EPERM:   # EPERM: O_NOATIME on another's file; read it without
                 continue
@@ -304,7 +324,8 @@ def _hold(request: dict) -> dict:
         finally:
             os.close(fd)
         vec = ctypes.create_string_buffer((size + page - 1) // page)
-        runs = [m.span() for m in cached_run.finditer(vec.raw)] if libc.mincore(addr, size, vec) == 0 else []
+        runs = ([m.span() for m in cached_run.finditer(vec.raw)]
+                if libc.mincore(addr, size, vec) == 0 else [])
         if not runs or files >= budget:
             libc.munmap(addr, size)
             skipped += bool(runs)
@@ -320,7 +341,8 @@ def _hold(request: dict) -> dict:
                     ctypes.c_char.from_address(addr + p).value
             total += length
         files += 1
-    return {"files": files, "bytes": total, "skipped": skipped, "seconds": round(time.monotonic() - start, 2)}
+    return {"files": files, "bytes": total, "skipped": skipped,
+            "seconds": round(time.monotonic() - start, 2)}
 
 
 def main() -> None:

@@ -1,15 +1,15 @@
 """Peak memory measured by the kernel, for the grader: what no code inside the worker can fake.
 
-A grading worker that runs in a memory cgroup (course_utils.grader.cgroups.Cgroup, when grading as root)
-is charged by the kernel for every page its processes use: the learner's process, any process it
-starts, files it writes to the sandbox's tmpfs. The cgroup's high-water mark is kept by the kernel
-and lives in the cgroup file system, which the sandbox does not contain, so the learner's code can
-neither read nor reset it. The grader resets it before a test cell and reads it after:
+A grading worker that runs in a memory cgroup (course_utils.grader.cgroups.Cgroup, when grading as
+root) is charged by the kernel for every page its processes use: the learner's process, any process
+it starts, files it writes to the sandbox's tmpfs. The cgroup's high-water mark is kept by the
+kernel and lives in the cgroup file system, which the sandbox does not contain, so the learner's
+code can neither read nor reset it. The grader resets it before a test cell and reads it after:
 
-    peak = PeakMemory(cgroup.dirs)     # None from .read() where the machine offers no resettable peak
+    peak = PeakMemory(cgroup.dirs)   # None from .read() where the machine offers no resettable peak
     peak.reset()
-    ...                                # the worker runs the test cell
-    peak.read()                        # -> bytes in use at the highest point since reset()
+    ...                              # the worker runs the test cell
+    peak.read()                      # -> bytes in use at the highest point since reset()
 
 The number is the whole cgroup's memory in use (Python, torch, everything resident), not an
 increase: an answer that first grows its process and then reuses that memory pays for it. Judges
@@ -18,11 +18,11 @@ to compare, both workers collect garbage first and run with glibc's mmap thresho
 (course_utils.grader.worker), so that freed tensors leave the heap instead of lingering in it.
 
 cgroup v1: memory.memsw.max_usage_in_bytes (memory + swap) or memory.max_usage_in_bytes, plus the
-socket buffers (memory.kmem.tcp.max_usage_in_bytes, which v1 counts apart; course_utils.grader.cgroups
-turns that accounting on), each reset by writing 0. cgroup v2: memory.peak (sockets included),
-reset by writing to it (Linux 6.12+; the reset holds for the open file it was written through).
-Elsewhere nothing is measured. Huge pages are charged to no memory cgroup, so measures_memory()
-also asks that the machine reserves none.
+socket buffers (memory.kmem.tcp.max_usage_in_bytes, which v1 counts apart;
+course_utils.grader.cgroups turns that accounting on), each reset by writing 0. cgroup v2:
+memory.peak (sockets included), reset by writing to it (Linux 6.12+; the reset holds for the open
+file it was written through). Elsewhere nothing is measured. Huge pages are charged to no memory
+cgroup, so measures_memory() also asks that the machine reserves none.
 """
 
 import os
@@ -33,7 +33,8 @@ V1_TCP = "memory.kmem.tcp.max_usage_in_bytes"
 
 
 class PeakMemory:
-    """The high-water mark of one memory cgroup, given the cgroup's directories (v1: one per controller)."""
+    """The high-water mark of one memory cgroup, given the cgroup's directories (v1: one per
+    controller)."""
 
     def __init__(self, dirs):
         self._fd = None
@@ -88,9 +89,9 @@ class PeakMemory:
 
 def peak_files(dirs) -> list[Path]:
     """The files PeakMemory(dirs) resets and reads: v2 [memory.peak]; v1 the memory peak and the
-    socket-buffer peak, or [] where socket buffers are not counted (a limit was not set); [] elsewhere.
-    The grader gives these, and nothing else of the cgroup, to a reference run that measures itself
-    as another user (course_utils.grader.worker, run_as)."""
+    socket-buffer peak, or [] where socket buffers are not counted (a limit was not set); []
+    elsewhere. The grader gives these, and nothing else of the cgroup, to a reference run that
+    measures itself as another user (course_utils.grader.worker, run_as)."""
     for d in map(Path, dirs):
         memory = next((d / n for n in V1_FILES if (d / n).exists()), None)
         if memory is not None:

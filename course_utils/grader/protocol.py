@@ -1,13 +1,14 @@
 """The grader's wire format: what a learner's probe observed, as JSON, and back.
 
 Observations cross between processes as JSON built by `encode`, parsed by `loads` and read by
-`decode`: numbers, strings, lists, tuples, dicts with string keys and tensors (dtype, shape, values).
-Anything else, or a subclass of any of these (a float with a clever __eq__), arrives as an Opaque
-object whose type name is the original's, so strict checks fail with a message naming it. Nothing is
-unpickled, and every size is checked before the work it costs (digits, dimensions, lengths, nesting).
+`decode`: numbers, strings, lists, tuples, dicts with string keys and tensors (dtype, shape,
+values). Anything else, or a subclass of any of these (a float with a clever __eq__), arrives as an
+Opaque object whose type name is the original's, so strict checks fail with a message naming it.
+Nothing is unpickled, and every size is checked before the work it costs (digits, dimensions,
+lengths, nesting).
 
-    line = json.dumps(encode(probe()))          # in the learner's worker (course_utils.grader.cellrunner)
-    got = decode(loads(line))                   # in the grader, then in the reference worker's judge
+    line = json.dumps(encode(probe()))   # in the learner's worker (course_utils.grader.cellrunner)
+    got = decode(loads(line))            # in the grader, then in the reference worker's judge
 """
 
 import json
@@ -23,8 +24,8 @@ MAX_DIMS = 32               # a tensor's shape: at most this many entries, each 
 INT_MIN, INT_MAX = -2 ** 63, 2 ** 63 - 1   # encode sends bigger ints as $bigint
 MAX_INT_DIGITS = 20         # loads() refuses longer integer literals before Python builds them
 _DTYPES = {str(d).removeprefix("torch."): d for d in (
-    torch.float64, torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.int32, torch.int16,
-    torch.int8, torch.uint8, torch.bool, torch.complex64, torch.complex128)}
+    torch.float64, torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.int32,
+    torch.int16, torch.int8, torch.uint8, torch.bool, torch.complex64, torch.complex128)}
 
 
 def encode(value, _depth: int = 0, _count: list | None = None):
@@ -40,7 +41,8 @@ def encode(value, _depth: int = 0, _count: list | None = None):
     t = type(value)
     if value is None or t is bool or t is str:
         if t is str and len(value) > MAX_STR:
-            raise ValueError(f"a string of {len(value)} characters is too long to send to the grader")
+            raise ValueError(f"a string of {len(value)} characters is too long "
+                             "to send to the grader")
         return value
     if t is int:
         return value if abs(value) < 2 ** 63 else {"$bigint": str(value)[:400]}
@@ -77,7 +79,8 @@ def encode(value, _depth: int = 0, _count: list | None = None):
 
 
 class Opaque:
-    """Stands for a value that could not cross as plain data; its class is named like the original."""
+    """Stands for a value that could not cross as plain data; its class is named like the
+    original."""
 
     def __repr__(self):
         return f"<{type(self).__name__} object>"
@@ -87,9 +90,9 @@ MAX_OPAQUE_TYPES = 512  # type names made in one observation; the rest arrive as
 
 
 def _opaque(name: str, types: dict[str, type]) -> Opaque:
-    """An Opaque object whose class is called `name` (cleaned). `types` belongs to one decode() call:
-    classes are never kept between observations, so no learner's names reach another's feedback or
-    stay in the reference's memory."""
+    """An Opaque object whose class is called `name` (cleaned). `types` belongs to one decode()
+    call: classes are never kept between observations, so no learner's names reach another's
+    feedback or stay in the reference's memory."""
     if type(name) is not str:
         raise ValueError("malformed observation: $opaque needs a type name")
     name = re.sub(r"[^A-Za-z0-9_ ]", "", name)[:40] or "object"
@@ -122,8 +125,10 @@ def decode(data, _depth: int = 0, _state: tuple[list, dict] | None = None):
     """encode's output (as parsed by `loads`) -> plain Python and torch values. Strict: any
     structure encode does not make raises ValueError ("malformed observation: ..."), and every
     size is checked before the work it would cost: ints within int64, tensor shapes of at most
-    MAX_DIMS entries below 2**63, strings and keys of at most MAX_STR characters, MAX_NODES in all."""
-    state = _state if _state is not None else ([0], {})   # (nodes decoded, Opaque classes made): per call
+    MAX_DIMS entries below 2**63, strings and keys of at most MAX_STR characters, MAX_NODES in
+    all."""
+    # (nodes decoded, Opaque classes made): per call
+    state = _state if _state is not None else ([0], {})
     count, types = state
     count[0] += 1
     if count[0] > MAX_NODES or _depth > MAX_DEPTH:
@@ -133,7 +138,8 @@ def decode(data, _depth: int = 0, _state: tuple[list, dict] | None = None):
         return data
     if t is int:
         if not _int(data):
-            raise ValueError("malformed observation: an int beyond int64 (encode sends those as $bigint)")
+            raise ValueError("malformed observation: an int beyond int64 "
+                             "(encode sends those as $bigint)")
         return data
     if t is str:
         if len(data) > MAX_STR:
@@ -148,12 +154,14 @@ def decode(data, _depth: int = 0, _state: tuple[list, dict] | None = None):
         return tuple(decode(v, _depth + 1, state) for v in body)
     if tag == "$dict" and type(body) is dict:
         if any(type(k) is not str or len(k) > MAX_STR for k in body):
-            raise ValueError("malformed observation: a dict key that is not a string or is too long")
+            raise ValueError("malformed observation: a dict key that is not a string "
+                             "or is too long")
         return {k: decode(v, _depth + 1, state) for k, v in body.items()}
     if tag == "$float" and body in ("nan", "inf", "-inf"):
         return float(body)
     if tag == "$bigint" and type(body) is str and re.fullmatch(r"-?\d{1,400}", body):
-        return _opaque("int too large", types)  # no exercise returns one; its digits could spell any text in feedback
+        # no exercise returns one; its digits could spell any text in feedback
+        return _opaque("int too large", types)
     if tag == "$dtype" and type(body) is str and body in _DTYPES:
         return _DTYPES[body]
     if tag == "$opaque":
@@ -164,16 +172,19 @@ def decode(data, _depth: int = 0, _state: tuple[list, dict] | None = None):
         # numbers of millions of digits.
         if type(dtype) is not str or dtype not in _DTYPES:
             raise ValueError("malformed observation: bad tensor dtype")
-        if type(shape) is not list or len(shape) > MAX_DIMS or not all(_int(s) and s >= 0 for s in shape):
+        if (type(shape) is not list or len(shape) > MAX_DIMS
+                or not all(_int(s) and s >= 0 for s in shape)):
             raise ValueError("malformed observation: bad tensor shape")
-        if type(values) is not list or len(values) > MAX_NODES or count[0] + len(values) > MAX_NODES:
+        if (type(values) is not list or len(values) > MAX_NODES
+                or count[0] + len(values) > MAX_NODES):
             raise ValueError("malformed observation: too large")
         if len(values) != math.prod(shape):
             raise ValueError("malformed observation: tensor data does not match its shape")
         count[0] += len(values)
         d = _DTYPES[dtype]
         if d.is_complex:
-            values = [complex(_number(z[0]), _number(z[1])) if type(z) is list and len(z) == 2 else _bad() for z in values]
+            values = [complex(_number(z[0]), _number(z[1])) if type(z) is list and len(z) == 2
+                      else _bad() for z in values]
         elif d.is_floating_point:
             values = [_number(v) for v in values]
         elif d == torch.bool:

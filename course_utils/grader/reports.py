@@ -1,13 +1,15 @@
-"""What the folder grader writes, and how it never loses what was there: grades.csv and feedback pages.
+"""What the folder grader writes, and how it never loses what was there: grades.csv and feedback
+pages.
 
-    check_out(out, lesson)                 # BadInput unless out can take this lesson's grades
-    write_reports(results, lesson, out)    # merge into out/grades.csv, write out/feedback/STUDENT/LESSON.html
+    check_out(out, lesson)      # BadInput unless out can take this lesson's grades
+    write_reports(results, lesson,
+                  out)          # merge into out/grades.csv, write out/feedback/STUDENT/LESSON.html
 
 grades.csv has a row per learner: student, lesson, score, max_score, a column per test cell, the
-reasons for every lost point and course_utils.grader.review's flags (for the instructor only), then a
-column per written answer (written_column: "GID (N points, written: grade by hand)") holding the
-learner's text: score and max_score count the autograded tests only, never the written answers. A run
-merges into an existing grades.csv of the same lesson (rows of the learners graded now are
+reasons for every lost point and course_utils.grader.review's flags (for the instructor only), then
+a column per written answer (written_column: "GID (N points, written: grade by hand)") holding the
+learner's text: score and max_score count the autograded tests only, never the written answers. A
+run merges into an existing grades.csv of the same lesson (rows of the learners graded now are
 replaced, the others kept); a grades.csv of another lesson or other test cells is BadInput. Every
 file is written to a temporary file and renamed into place once everything is prepared, so an
 error while writing leaves what was there as it was (a failing rename leaves grades.csv as it
@@ -15,17 +17,19 @@ was). Learner-controlled text (file names, judges' messages quoting their values
 hold lone surrogates or control characters: clean() and clean_name() make it writable.
 
 A learner's text is inert wherever it is written or shown:
-- in every CSV file the course writes (grades.csv here, classgrades' merge and LMS files), a cell that
-  a spreadsheet would take for a formula (one that starts with = + - @, a tab or a carriage return,
-  OWASP's rule, and is not a plain number such as -1.5) starts with a single quote: write_csv() and
-  read_csv() are the course's only CSV writer and reader, csv_cell() and cell_text() their cells, so
-  what is read back is what was given (a cell is never quoted twice, and a grades.csv written before
-  the rule reads the same);
+- in every CSV file the course writes (grades.csv here, course_admin.grades' merge and LMS
+  files), a cell that a spreadsheet would take for a formula (one that starts with = + - @, a tab or
+  a carriage return, OWASP's rule, and is not a plain number such as -1.5) starts with a single
+  quote:
+  write_csv() and read_csv() are the course's only CSV writer and reader, csv_cell() and cell_text()
+  their cells, so what is read back is what was given (a cell is never quoted twice, and a
+  grades.csv written before the rule reads the same);
 - in the HTML of nbgrader's Formgrader and feedback pages (nbgrader_config.py): SafeMarkdown, the
   markdown filter of nbconvert's HTMLExporter that both use, keeps only the tags, attributes and
   links that markdown makes (safe_html()), so a written answer's <script>, event handlers,
   javascript: links, styles and forms show as text or go; its math is MathML of MathML's own
-  elements and plain attributes, put back into text only after cleaning (course_utils.grader.mathml).
+  elements and plain attributes, put back into text only after cleaning
+  (course_utils.grader.mathml).
 """
 
 from __future__ import annotations
@@ -54,7 +58,7 @@ class BadInput(Exception):
 
 # their values, notes) may hold lone surrogates or control characters.
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")   # C0 and C1 controls except tab and newline
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # C0 and C1 controls except tab and newline
 _NAME_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
@@ -66,8 +70,8 @@ def clean(text) -> str:
 
 
 def clean_name(name: str) -> str:
-    """A learner's name (from a file name, decoded with surrogateescape) as it is written: bytes that
-    are not UTF-8 as \\xNN, control characters escaped; never '', '.' or '..'."""
+    """A learner's name (from a file name, decoded with surrogateescape) as it is written: bytes
+    that are not UTF-8 as \\xNN, control characters escaped; never '', '.' or '..'."""
     try:
         text = os.fsencode(name).decode("utf-8", "backslashreplace")
     except UnicodeError:
@@ -79,8 +83,10 @@ def clean_name(name: str) -> str:
 # ---------------------------------------------------------------------------------------------
 # CSV files: no cell is a formula
 
-FORMULA_START = ("=", "+", "-", "@", "\t", "\r")   # what makes a spreadsheet read a cell as a formula (OWASP)
-_NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?\Z")   # -1.5, +2, 1e+06: numbers stay numbers
+# what makes a spreadsheet read a cell as a formula (OWASP)
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+# -1.5, +2, 1e+06: numbers stay numbers
+_NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?\Z")
 
 
 def _quoted(cell: str) -> bool:
@@ -110,7 +116,8 @@ def write_csv(f, rows) -> None:
 
 
 def read_csv(f) -> list[list[str]]:
-    """The rows of the CSV file open as f, every cell through cell_text(): what write_csv() was given."""
+    """The rows of the CSV file open as f, every cell through cell_text(): what write_csv() was
+    given."""
     return [[cell_text(c) for c in r] for r in csv.reader(f)]
 
 
@@ -118,19 +125,23 @@ def read_csv(f) -> list[list[str]]:
 # HTML of nbgrader's pages: no script
 
 SAFE_TAGS = frozenset({
-    "p", "br", "hr", "h1", "h2", "h3", "h4", "h5", "h6", "em", "strong", "b", "i", "u", "s", "del", "ins", "mark",
-    "small", "sub", "sup", "code", "kbd", "samp", "var", "pre", "blockquote", "q", "cite", "abbr", "ul", "ol", "li",
-    "dl", "dt", "dd", "a", "table", "caption", "thead", "tbody", "tfoot", "tr", "th", "td", "span", "div"})
-SAFE_ATTRIBUTES = {"a": {"href", "title"}, "abbr": {"title"}, "ol": {"start"}, "th": {"align", "style"},
-                   "td": {"align", "style"}, "span": {"style"}}
-SAFE_CSS = ["text-align", "color"]   # a table column's alignment; lesson 01's <span style="color:..."> words
-# classes markdown makes (pygments' tokens, "highlight", "anchor-link"), never the page's own ("score", "tabbable")
+    "p", "br", "hr", "h1", "h2", "h3", "h4", "h5", "h6", "em", "strong", "b", "i", "u", "s", "del",
+    "ins", "mark", "small", "sub", "sup", "code", "kbd", "samp", "var", "pre", "blockquote", "q",
+    "cite", "abbr", "ul", "ol", "li", "dl", "dt", "dd", "a", "table", "caption", "thead", "tbody",
+    "tfoot", "tr", "th", "td", "span", "div"})
+SAFE_ATTRIBUTES = {"a": {"href", "title"}, "abbr": {"title"}, "ol": {"start"},
+                   "th": {"align", "style"}, "td": {"align", "style"}, "span": {"style"}}
+# a table column's alignment; lesson 01's <span style="color:..."> words
+SAFE_CSS = ["text-align", "color"]
+# classes markdown makes (pygments' tokens, "highlight", "anchor-link"), never the page's own
+# ("score", "tabbable")
 _SAFE_CLASS = re.compile(r"(?:[a-z]{1,2}\d?|highlight|hl-[\w-]+|language-[\w-]+|anchor-link)\Z")
 
 
 def _safe_attribute(tag: str, name: str, value: str) -> bool:
     if name == "class":
-        return tag in ("span", "div", "pre", "code", "a") and all(_SAFE_CLASS.match(c) for c in value.split())
+        return (tag in ("span", "div", "pre", "code", "a")
+                and all(_SAFE_CLASS.match(c) for c in value.split()))
     return name in SAFE_ATTRIBUTES.get(tag, ())
 
 
@@ -144,22 +155,24 @@ def safe_html(html: str) -> str:
     import bleach
     from bleach.css_sanitizer import CSSSanitizer
 
-    return bleach.clean(str(html), tags=SAFE_TAGS, attributes=_safe_attribute, protocols={"http", "https", "mailto"},
+    return bleach.clean(str(html), tags=SAFE_TAGS, attributes=_safe_attribute,
+                        protocols={"http", "https", "mailto"},
                         css_sanitizer=CSSSanitizer(allowed_css_properties=SAFE_CSS), strip=False,
                         strip_comments=True)
 
 
 class SafeMarkdown(LoggingConfigurable):
-    """The markdown2html filter of the nbconvert HTMLExporter that holds it (c.HTMLExporter.filters in
-    nbgrader_config.py), its HTML through safe_html(). nbgrader's Formgrader (its submission view)
-    and `nbgrader generate_feedback` render every markdown cell, written answers included, with
-    their own templates, which call markdown2html without nbconvert's sanitizer even when
+    """The markdown2html filter of the nbconvert HTMLExporter that holds it (c.HTMLExporter.filters
+    in nbgrader_config.py), its HTML through safe_html(). nbgrader's Formgrader (its submission
+    view) and `nbgrader generate_feedback` render every markdown cell, written answers included,
+    with their own templates, which call markdown2html without nbconvert's sanitizer even when
     HTMLExporter.sanitize_html is on; the filter is where both pass."""
 
-    jinja_pass_arg = jinja2.pass_context(lambda: None).jinja_pass_arg   # Jinja gives the filter its context
+    # Jinja gives the filter its context
+    jinja_pass_arg = jinja2.pass_context(lambda: None).jinja_pass_arg
 
     def __call__(self, context, source) -> str:
-        from course_utils.grader.mathml import markdown_html   # math as MathML, drawn with no script
+        from course_utils.grader.mathml import markdown_html  # math as MathML, drawn with no script
         return markdown_html(self.parent, context, source, clean=safe_html)
 
 
@@ -170,7 +183,8 @@ def shown(path) -> str:
 
 
 MAX_WRITTEN = 20_000   # characters of a written answer copied into grades.csv and the feedback page
-WRITTEN_COLUMN = re.compile(r"^(?P<gid>.+) \((?P<points>\d+(?:\.\d+)?) points, written: grade by hand\)$")
+WRITTEN_COLUMN = re.compile(
+    r"^(?P<gid>.+) \((?P<points>\d+(?:\.\d+)?) points, written: grade by hand\)$")
 
 
 def written_column(cell) -> str:
@@ -181,14 +195,14 @@ def written_column(cell) -> str:
 def written_note(lesson: Lesson) -> str:
     """The folder grader's one line about the written answers it does not score."""
     listed = ", ".join(f"{w.gid} ({w.points:g} points)" for w in lesson.written)
-    return (f"written answers are not scored by this grader: {listed}. Grade them by hand (the learners' text is in "
-            f"grades.csv's 'written: grade by hand' columns and on the feedback pages); score and max_score count the "
-            f"autograded tests only")
+    return (f"written answers are not scored by this grader: {listed}. Grade them by hand (the "
+            "learners' text is in grades.csv's 'written: grade by hand' columns and on the "
+            "feedback pages); score and max_score count the autograded tests only")
 
 
 def header(lesson: Lesson) -> list[str]:
-    return ["student", "lesson", "score", "max_score", *[t.gid for t in lesson.tests], "reasons", "review",
-            *[written_column(w) for w in lesson.written]]
+    return ["student", "lesson", "score", "max_score", *[t.gid for t in lesson.tests], "reasons",
+            "review", *[written_column(w) for w in lesson.written]]
 
 
 def read_grades(out: Path, lesson: Lesson) -> list[list[str]]:
@@ -203,17 +217,18 @@ def read_grades(out: Path, lesson: Lesson) -> list[list[str]]:
         with open(path, encoding="utf-8-sig", errors="surrogateescape", newline="") as f:
             rows = read_csv(f)
     except (OSError, csv.Error) as e:
-        raise BadInput(f"cannot read {shown(path)} ({clean(e)}); move it away or give another --out") from None
+        raise BadInput(f"cannot read {shown(path)} ({clean(e)}); move it away "
+                       "or give another --out") from None
     want = header(lesson)
     if not rows or rows[0] != want:
         found = ",".join(rows[0]) if rows else "an empty file"
-        raise BadInput(f"{shown(path)} is not a grades.csv of {lesson.name} with these test cells (its header is "
-                       f"{clean(found)[:200]}; {lesson.name}'s is {','.join(want)}): give another --out "
-                       f"rather than mixing them")
+        raise BadInput(f"{shown(path)} is not a grades.csv of {lesson.name} with these test cells "
+                       f"(its header is {clean(found)[:200]}; {lesson.name}'s is "
+                       f"{','.join(want)}): give another --out rather than mixing them")
     others = sorted({r[1] for r in rows[1:] if len(r) > 1 and r[1] != lesson.name})
     if others:
-        raise BadInput(f"{shown(path)} holds grades of {clean(', '.join(others))[:200]}, not only {lesson.name}: "
-                       f"give another --out rather than mixing them")
+        raise BadInput(f"{shown(path)} holds grades of {clean(', '.join(others))[:200]}, not only "
+                       f"{lesson.name}: give another --out rather than mixing them")
     return rows[1:]
 
 
@@ -237,9 +252,11 @@ def cleaned(result: Result) -> Result:
     """A copy of result whose every string can be written."""
     return dataclasses.replace(
         result, student=clean_name(result.student), lesson=clean(result.lesson),
-        outcomes={gid: dataclasses.replace(o, message=clean(o.message)) for gid, o in result.outcomes.items()},
+        outcomes={gid: dataclasses.replace(o, message=clean(o.message))
+                  for gid, o in result.outcomes.items()},
         notes=[clean(n) for n in result.notes], review=[clean(r) for r in result.review],
-        written={gid: clean(text if len(text) <= MAX_WRITTEN else text[:MAX_WRITTEN] + f" [... cut: {len(text)} characters]")
+        written={gid: clean(text if len(text) <= MAX_WRITTEN
+                            else text[:MAX_WRITTEN] + f" [... cut: {len(text)} characters]")
                  for gid, text in result.written.items()})
 
 
@@ -256,7 +273,8 @@ def write_reports(results: list[Result], lesson: Lesson, out: Path) -> None:
     """Merge results into out/grades.csv (their learners' rows replaced, the others kept) and write
     each one's feedback page. Everything is prepared first, then written to temporary files that are
     renamed into place: an error while preparing or writing leaves what was there as it was. The
-    renames come last, grades.csv's the very last, so a failing rename leaves grades.csv as it was."""
+    renames come last, grades.csv's the very last, so a failing rename leaves grades.csv as it
+    was."""
     out = Path(out)
     tests = [t.gid for t in lesson.tests]
     written = [w.gid for w in lesson.written]
@@ -267,7 +285,8 @@ def write_reports(results: list[Result], lesson: Lesson, out: Path) -> None:
         new[line[0]] = line
     rows = [r for r in kept if r and r[0] not in new] + list(new.values())
     rows.sort(key=lambda r: r[0])
-    pages = {out / "feedback" / clean_name(r.student) / f"{clean_name(r.lesson)}.html": clean(feedback.page(cleaned(r)))
+    pages = {out / "feedback" / clean_name(r.student) / f"{clean_name(r.lesson)}.html":
+             clean(feedback.page(cleaned(r)))
              for r in results}
 
     written: list[tuple[Path, Path]] = []   # (temporary file, its place)
@@ -277,7 +296,8 @@ def write_reports(results: list[Result], lesson: Lesson, out: Path) -> None:
             path.parent.mkdir(parents=True, exist_ok=True)
             written.append((write_new(path, lambda f, text=text: f.write(text)), path))
 
-        written.append((write_new(out / "grades.csv", lambda f: write_csv(f, [header(lesson), *rows])),
+        written.append((write_new(out / "grades.csv",
+                                  lambda f: write_csv(f, [header(lesson), *rows])),
                         out / "grades.csv"))
         for tmp, path in written:
             os.replace(tmp, path)
@@ -288,7 +308,8 @@ def write_reports(results: list[Result], lesson: Lesson, out: Path) -> None:
 
 
 def write_new(path: Path, write) -> Path:
-    """A new temporary file beside path (mode as the umask says) holding what write(f) wrote, on disk."""
+    """A new temporary file beside path (mode as the umask says) holding what write(f) wrote, on
+    disk."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
     try:
         # surrogateescape: kept rows of grades.csv go back byte for byte; new text is clean already

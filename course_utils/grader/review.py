@@ -1,4 +1,5 @@
-"""A static read of a submission's answers for the instructor: code that reaches outside its exercise.
+"""A static read of a submission's answers for the instructor: code that reaches outside its
+exercise.
 
 Scores never depend on it (course_utils.grader.grade decides them outside the learner's process); it
 tells an instructor which submissions to open and read. It reads what the grader runs: the grader
@@ -8,7 +9,8 @@ then the one-line step of InteractiveShell.transform_cell: `ls -la`, `time f()` 
 and reads the Python that comes out. An answer is flagged when it
 
 - cannot be read: what IPython makes of it does not parse, holds a null byte, or costs the
-  transform too much ("cannot be read: ..."); never left unflagged, since review cannot say what it does;
+  transform too much ("cannot be read: ..."); never left unflagged, since review cannot say what it
+  does;
 - uses IPython's own syntax: a shell command (`!ls`, `x = !ls`), a line or cell magic (`%pwd`,
   `%%capture`, `%time f()`, `ls -la` on a line of its own) or help (`?`), each named; the code a
   magic runs (`%%capture`'s cell, `%time`'s line) is read too;
@@ -62,23 +64,25 @@ import re
 
 MAX_SOURCE = 200_000  # longer answers are flagged unread (the lessons' solutions are under 5,000)
 MODULES = {
-    "os", "sys", "subprocess", "ctypes", "socket", "signal", "importlib", "builtins", "gc", "inspect",
-    "multiprocessing", "threading", "shutil", "pathlib", "io", "pickle", "marshal", "resource", "pty",
-    "atexit", "sqlite3", "urllib", "http", "requests", "IPython", "ipykernel", "nbgrader", "nbformat",
-    "traitlets", "faulthandler", "code", "codeop", "sysconfig", "site", "runpy", "tempfile", "glob",
-    "fcntl", "mmap", "asyncio", "concurrent", "unittest", "pytest", "_thread", "posix", "__main__",
-    "linecache", "dis", "tracemalloc", "pdb", "bdb", "trace", "selectors", "select", "ssl", "ftplib", "smtplib",
+    "os", "sys", "subprocess", "ctypes", "socket", "signal", "importlib", "builtins", "gc",
+    "inspect", "multiprocessing", "threading", "shutil", "pathlib", "io", "pickle", "marshal",
+    "resource", "pty", "atexit", "sqlite3", "urllib", "http", "requests", "IPython", "ipykernel",
+    "nbgrader", "nbformat", "traitlets", "faulthandler", "code", "codeop", "sysconfig", "site",
+    "runpy", "tempfile", "glob", "fcntl", "mmap", "asyncio", "concurrent", "unittest", "pytest",
+    "_thread", "posix", "__main__", "linecache", "dis", "tracemalloc", "pdb", "bdb", "trace",
+    "selectors", "select", "ssl", "ftplib", "smtplib",
 }
 # What of course_utils an answer has no business importing: the grader and the authors' tools, by
 # package (every module in them, present and future), and the modules test cells call. The lessons'
 # helpers (models, data, graph, memory...) are fine.
 GRADING_PACKAGES = {"grader", "authoring"}
 TEST_MODULES = {"judging", "checks"}
-CALLS = {"exec", "eval", "compile", "__import__", "open", "globals", "vars", "locals", "get_ipython",
-         "breakpoint", "input", "exit", "quit", "setattr", "delattr"}
-ATTRIBUTES = {"__globals__", "__builtins__", "__subclasses__", "__code__", "__closure__", "__bases__",
-              "__mro__", "__base__", "__getattribute__", "__setattr__", "__loader__", "__spec__", "__func__",
-              "f_globals", "f_locals", "f_back", "tb_frame", "gi_frame", "__kwdefaults__", "__defaults__"}
+CALLS = {"exec", "eval", "compile", "__import__", "open", "globals", "vars", "locals",
+         "get_ipython", "breakpoint", "input", "exit", "quit", "setattr", "delattr"}
+ATTRIBUTES = {"__globals__", "__builtins__", "__subclasses__", "__code__", "__closure__",
+              "__bases__", "__mro__", "__base__", "__getattribute__", "__setattr__", "__loader__",
+              "__spec__", "__func__", "f_globals", "f_locals", "f_back", "tb_frame", "gi_frame",
+              "__kwdefaults__", "__defaults__"}
 # dunders that make a value pass checks it should fail (what crosses to the judge is plain data,
 # so they cannot earn points there, but they show the intent)
 DUNDERS = {"__eq__", "__ne__", "__bool__", "__instancecheck__", "__subclasscheck__", "__del__",
@@ -90,29 +94,35 @@ VALUE_TYPES = {"float", "int", "bool", "str", "tuple", "list", "dict", "complex"
 # its string constants (getattr(torch, "enable_grad")).
 HOOKS = re.compile(r"_*register_\w*hooks?|_*\w+_hooks|save_on_cpu|saved_tensors_hooks")
 MODES = {"TorchDispatchMode", "TorchFunctionMode", "BaseTorchFunctionMode", "__torch_dispatch__",
-         "__torch_function__", "_python_dispatch", "_push_mode", "_pop_mode", "_set_torch_function_mode",
-         "_push_on_torch_dispatch_stack", "_pop_torch_dispatch_stack", "DisableTorchFunction",
-         "DisableTorchFunctionSubclass", "_DisableTorchDispatch", "enable_python_dispatcher",
-         "handle_torch_function", "_disabled_torch_function_impl"}
+         "__torch_function__", "_python_dispatch", "_push_mode", "_pop_mode",
+         "_set_torch_function_mode", "_push_on_torch_dispatch_stack", "_pop_torch_dispatch_stack",
+         "DisableTorchFunction", "DisableTorchFunctionSubclass", "_DisableTorchDispatch",
+         "enable_python_dispatcher", "handle_torch_function", "_disabled_torch_function_impl"}
 MODE_MODULES = {"torch.overrides", "torch.utils._python_dispatch", "torch._subclasses"}
 GRAD_MODE = {"enable_grad", "set_grad_enabled", "_set_grad_enabled", "grad_mode"}
-DICT_WRITES = {"update", "setdefault", "pop", "popitem", "clear", "__setitem__", "__delitem__", "__ior__"}
+DICT_WRITES = {"update", "setdefault", "pop", "popitem", "clear", "__setitem__", "__delitem__",
+               "__ior__"}
 
 
 # Process creation, by module (every name in it) and by function; then names distinctive enough to
 # mean it wherever they stand (an attribute of an object review cannot resolve, a string handed to
 # getattr or get_context), with the flag each gives.
-PROCESS_MODULES = ("subprocess", "_posixsubprocess", "multiprocessing", "_multiprocessing", "torch.multiprocessing",
-                   "pty", "concurrent.futures.process", "asyncio.subprocess",
-                   "torch.distributed.elastic.multiprocessing", "torch.utils.cpp_extension")
+PROCESS_MODULES = ("subprocess", "_posixsubprocess", "multiprocessing", "_multiprocessing",
+                   "torch.multiprocessing", "pty", "concurrent.futures.process",
+                   "asyncio.subprocess", "torch.distributed.elastic.multiprocessing",
+                   "torch.utils.cpp_extension")
 OS_PROCESS = ("fork", "forkpty", "posix_spawn", "posix_spawnp", "system", "popen",
-              "spawnl", "spawnle", "spawnlp", "spawnlpe", "spawnv", "spawnve", "spawnvp", "spawnvpe",
+              "spawnl", "spawnle", "spawnlp", "spawnlpe",
+              "spawnv", "spawnve", "spawnvp", "spawnvpe",
               "execl", "execle", "execlp", "execlpe", "execv", "execve", "execvp", "execvpe")
 PROCESS_FUNCTIONS = {f"{m}.{f}" for m in ("os", "posix", "nt") for f in OS_PROCESS} | {
-    "concurrent.futures.ProcessPoolExecutor", "asyncio.create_subprocess_exec", "asyncio.create_subprocess_shell"}
-PROCESS_NAMES = {**{f: f"os.{f}" for f in OS_PROCESS if f != "system"},   # platform.system() is no process
-                 "subprocess": "subprocess", "_posixsubprocess": "subprocess", "Popen": "subprocess",
-                 "fork_exec": "subprocess", "multiprocessing": "multiprocessing", "forkserver": "multiprocessing",
+    "concurrent.futures.ProcessPoolExecutor", "asyncio.create_subprocess_exec",
+    "asyncio.create_subprocess_shell"}
+# platform.system() is no process
+PROCESS_NAMES = {**{f: f"os.{f}" for f in OS_PROCESS if f != "system"},
+                 "subprocess": "subprocess", "_posixsubprocess": "subprocess",
+                 "Popen": "subprocess", "fork_exec": "subprocess",
+                 "multiprocessing": "multiprocessing", "forkserver": "multiprocessing",
                  "ProcessPoolExecutor": "concurrent.futures.ProcessPoolExecutor",
                  "create_subprocess_exec": "asyncio.create_subprocess_exec",
                  "create_subprocess_shell": "asyncio.create_subprocess_shell"}
@@ -126,7 +136,8 @@ IPYTHON_CALLS = {"run_line_magic", "run_cell_magic", "system", "getoutput", "sho
 # answer with 500 escapes would take minutes; a plain one costs its length, once). Magics' cells
 # inside magics' cells are read this deep.
 TRANSFORM_BUDGET = 400_000
-TOO_COSTLY = f"its IPython syntax costs too much to transform (over {TRANSFORM_BUDGET:,} characters tokenized)"
+TOO_COSTLY = (f"its IPython syntax costs too much to transform (over {TRANSFORM_BUDGET:,} "
+              "characters tokenized)")
 MAX_DEPTH = 16
 MAX_OPTION_WORDS = 6  # a line magic's leading words tried as options before its code
 
@@ -136,10 +147,12 @@ class _Unreadable(Exception):
 
 
 class _TooCostly(_Unreadable):
-    """Reading it would cost too much: flags the whole answer, even from a magic's cell inside it."""
+    """Reading it would cost too much: flags the whole answer, even from a magic's cell inside
+    it."""
 
 
-def flags(source: str, lesson_names: set[str] = frozenset(), own_names: set[str] = frozenset()) -> list[str]:
+def flags(source: str, lesson_names: set[str] = frozenset(),
+          own_names: set[str] = frozenset()) -> list[str]:
     """What in one answer cell's source an instructor may want to read, as short phrases.
 
     Inputs:
@@ -161,7 +174,8 @@ def flags(source: str, lesson_names: set[str] = frozenset(), own_names: set[str]
 
 
 class _Reader:
-    """Reads one answer (and the cells of the magics inside it) as IPython runs it, within one budget."""
+    """Reads one answer (and the cells of the magics inside it) as IPython runs it, within one
+    budget."""
 
     def __init__(self, lesson_names: set[str] = frozenset(), own_names: set[str] = frozenset()):
         self.lesson_names, self.own_names = lesson_names, own_names
@@ -173,8 +187,9 @@ class _Reader:
             raise _TooCostly(TOO_COSTLY)
 
     def code(self, source: str) -> str:
-        """The Python IPython runs for source: InteractiveShell.transform_cell's static step (IPython's
-        own TransformerManager) and, for a cell of one line, its dynamic step as a fresh shell takes it."""
+        """The Python IPython runs for source: InteractiveShell.transform_cell's static step
+        (IPython's own TransformerManager) and, for a cell of one line, its dynamic step as a fresh
+        shell takes it."""
         from IPython.core.inputtransformer2 import TransformerManager
         manager = TransformerManager()
         step = manager.do_one_token_transform
@@ -188,7 +203,8 @@ class _Reader:
             code = manager.transform_cell(source)
         except _Unreadable:
             raise
-        except Exception as e:  # noqa: BLE001 - IPython does not run what it cannot transform; review cannot read it
+        # IPython does not run what it cannot transform; review cannot read it
+        except Exception as e:
             raise _Unreadable(f"IPython cannot transform it ({type(e).__name__})") from None
         if len(code.splitlines()) == 1:
             code = _one_line(code.rstrip("\n"), self.lesson_names | self.own_names) + "\n"
@@ -196,20 +212,23 @@ class _Reader:
 
     def tree(self, source: str) -> ast.Module:
         code = self.code(source)
-        if "\0" in code:  # Python refuses it (SyntaxError, or ValueError before 3.11.4): the cell does not run
+        # Python refuses it (SyntaxError, or ValueError before 3.11.4): the cell does not run
+        if "\0" in code:
             raise _Unreadable("it holds a null byte")
         try:  # IPython runs top-level await (autoawait)
-            return compile(code, "<answer>", "exec", ast.PyCF_ONLY_AST | ast.PyCF_ALLOW_TOP_LEVEL_AWAIT,
-                           dont_inherit=True)
+            return compile(code, "<answer>", "exec",
+                           ast.PyCF_ONLY_AST | ast.PyCF_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True)
         except SyntaxError as e:
             raise _Unreadable(f"{e.msg} (line {e.lineno})"[:120]) from None
-        except (ValueError, RecursionError, MemoryError):  # absurdly deep nesting, or what else the parser refuses
+        # absurdly deep nesting, or what else the parser refuses
+        except (ValueError, RecursionError, MemoryError):
             raise _Unreadable("too deeply nested for Python's parser") from None
 
     def flags(self, source: str, depth: int = 0) -> set[str]:
         tree = self.tree(source)
         try:
-            return _flags(tree, self.lesson_names, self.own_names, lambda text: self.nested(text, depth + 1))
+            return _flags(tree, self.lesson_names, self.own_names,
+                          lambda text: self.nested(text, depth + 1))
         except RecursionError:
             raise _Unreadable("too deeply nested for the review") from None
 
@@ -236,7 +255,8 @@ def _line_magics() -> frozenset[str]:
     if table is not None:
         names = set(table["line"])
     else:  # IPython before the lazy table: the Magics classes carry their own
-        names = {name for cls in vars(magics).values() if isinstance(getattr(cls, "magics", None), dict)
+        names = {name for cls in vars(magics).values()
+                 if isinstance(getattr(cls, "magics", None), dict)
                  for name in cls.magics.get("line", {})}
     return frozenset(names | {"ed", "hist", "rep"} | {alias[0] for alias in default_aliases()})
 
@@ -259,7 +279,8 @@ def _one_line(line: str, known: set[str]) -> str:
     if rest and rest[0] in "=,":  # AssignmentChecker
         return line
     head = ifun.split(".", 1)[0]
-    if ifun in _line_magics() and not (head in known or keyword.iskeyword(head) or hasattr(builtins, head)):
+    if ifun in _line_magics() and not (head in known or keyword.iskeyword(head)
+                                       or hasattr(builtins, head)):
         name, _, args = f"{ifun} {rest}".partition(" ")  # MagicHandler
         return f"{info.pre_whitespace}get_ipython().run_line_magic({name.lstrip('%')!r}, {args!r})"
     return line
@@ -268,17 +289,20 @@ def _one_line(line: str, known: set[str]) -> str:
 def _ipython_call(node) -> tuple[str, list] | None:
     """(METHOD, args) where node is get_ipython().METHOD(args): what IPython writes for a magic, a
     shell command or help."""
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in IPYTHON_CALLS:
+    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            and node.func.attr in IPYTHON_CALLS):
         receiver = node.func.value
         if isinstance(receiver, ast.Call) and isinstance(receiver.func, ast.Name) \
-                and receiver.func.id == "get_ipython" and not receiver.args and not receiver.keywords:
+                and receiver.func.id == "get_ipython" and not receiver.args \
+                and not receiver.keywords:
             return node.func.attr, node.args
     return None
 
 
 def _ipython_flags(method: str, args: list, nested) -> set[str]:
     """The flags of one get_ipython().METHOD(args) call: the magic or command by name, and what the
-    code it runs does (a magic's line and cell, read as a cell of their own where they are Python)."""
+    code it runs does (a magic's line and cell, read as a cell of their own where they are
+    Python)."""
     text = [a.value if isinstance(a, ast.Constant) and type(a.value) is str else None for a in args]
     if method in ("system", "getoutput"):
         return {"runs a shell command (!...)"}
@@ -306,9 +330,11 @@ def _flags(tree: ast.Module, lesson_names: set[str], own_names: set[str], nested
     """The flags of one parsed cell; nested(text) gives those of the code a magic in it runs."""
     found = set()
     imports = [node for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom))]
-    modules = set(lesson_names) | {(a.asname or a.name).split(".")[0] for node in imports for a in node.names}
+    modules = set(lesson_names) | {(a.asname or a.name).split(".")[0]
+                                   for node in imports for a in node.names}
     dotted = _Dotted(imports)
-    ipython_made = set()  # the get_ipython() of get_ipython().run_line_magic(...) and its kind: named by what they run
+    # the get_ipython() of get_ipython().run_line_magic(...) and its kind: named by what they run
+    ipython_made = set()
     for node in ast.walk(tree):
         call = _ipython_call(node)
         if call is not None:
@@ -319,13 +345,14 @@ def _flags(tree: ast.Module, lesson_names: set[str], own_names: set[str], nested
                 found |= _module_flag(alias.name)
         elif isinstance(node, ast.ImportFrom):
             found |= _module_flag(node.module or "", [a.name for a in node.names])
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in CALLS:
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+              and node.func.id in CALLS):
             if id(node) not in ipython_made:
                 found.add(f"calls {node.func.id}")
         elif isinstance(node, ast.Attribute) and node.attr in ATTRIBUTES:
             found.add(f"uses {node.attr}")
-        elif (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "course_utils"
-              and node.attr in GRADING_PACKAGES | TEST_MODULES):
+        elif (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+              and node.value.id == "course_utils" and node.attr in GRADING_PACKAGES | TEST_MODULES):
             found.add(f"uses course_utils.{node.attr}")
         elif isinstance(node, ast.Name) and node.id == "__builtins__":
             found.add(f"uses {node.id}")
@@ -342,7 +369,8 @@ def _flags(tree: ast.Module, lesson_names: set[str], own_names: set[str], nested
                 root = target
                 while isinstance(root, (ast.Attribute, ast.Subscript)):
                     root = root.value
-                if isinstance(target, ast.Attribute) and isinstance(root, ast.Name) and root.id in modules:
+                if (isinstance(target, ast.Attribute) and isinstance(root, ast.Name)
+                        and root.id in modules):
                     found.add(f"assigns to {ast.unparse(target)}")
         elif isinstance(node, ast.Global):
             found |= {f"declares global {n}" for n in node.names if n in lesson_names - own_names}
@@ -355,11 +383,13 @@ def _flags(tree: ast.Module, lesson_names: set[str], own_names: set[str], nested
                     found.add(f"writes into {_shown(target)}")
         elif isinstance(node, ast.Call):
             func = node.func
-            if isinstance(func, ast.Attribute) and func.attr in DICT_WRITES and _is_dict_of(func.value):
+            if (isinstance(func, ast.Attribute) and func.attr in DICT_WRITES
+                    and _is_dict_of(func.value)):
                 found.add(f"writes into {_shown(func.value)}")
             if _name(func) == "inference_mode" and _turns_off(node):
                 found.add("switches grad mode (inference_mode(False))")
-        found |= _steering(node, dotted) | _private_torch(node, dotted) | _process(node, dotted) | _native(node)
+        found |= (_steering(node, dotted) | _private_torch(node, dotted) | _process(node, dotted)
+                  | _native(node))
     for name in _top_level_names(tree) & (lesson_names - own_names):
         found.add(f"redefines {name}")
     return found
@@ -372,7 +402,8 @@ class _Dotted:
     the cell does not import stands for itself (torch, os as the lesson imported them). None for
     anything else. Remembered per node: an attribute chain costs its length once, not squared."""
 
-    IMPORTERS = {"__import__", "builtins.__import__", "importlib.import_module", "importlib.__import__"}
+    IMPORTERS = {"__import__", "builtins.__import__", "importlib.import_module",
+                 "importlib.__import__"}
 
     def __init__(self, imports: list):
         """imports: the cell's import statements, wherever they stand."""
@@ -403,14 +434,15 @@ class _Dotted:
             return self.aliases.get(node.id, node.id)
         if isinstance(node, ast.Call) and isinstance(node.func, (ast.Name, ast.Attribute)):
             func, args = self(node.func), node.args
-            text = [a.value if isinstance(a, ast.Constant) and type(a.value) is str else None for a in args]
+            text = [a.value if isinstance(a, ast.Constant) and type(a.value) is str else None
+                    for a in args]
             if func in ("getattr", "builtins.getattr") and len(args) >= 2 and text[1]:
                 base = self(args[0])
                 return f"{base}.{text[1]}" if base else None
             if func in self.IMPORTERS and text and text[0]:
                 return text[0]
-        if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) and type(node.slice.value) is str \
-                and self(node.value) == "sys.modules":
+        if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) \
+                and type(node.slice.value) is str and self(node.value) == "sys.modules":
             return node.slice.value
         return None
 
@@ -433,15 +465,16 @@ def _process(node, dotted: _Dotted) -> set[str]:
             found |= {f"creates a process ({known})" for known in
                       (".".join(parts[:i]) for i in range(1, len(parts) + 1)) if known in _PROCESS}
     if not found and not isinstance(node, (ast.Import, ast.ImportFrom, ast.alias)):
-        found = {f"creates a process ({PROCESS_NAMES[i]})" for i in _identifiers(node) if i in PROCESS_NAMES}
+        found = {f"creates a process ({PROCESS_NAMES[i]})" for i in _identifiers(node)
+                 if i in PROCESS_NAMES}
     return found
 
 
 # Native code run from Python: a function called through ctypes can run on a thread the runner
 # already has (OpenMP's pool, GOMP_parallel), out of sight of a rule watched in the probe's thread.
 # Any identifier naming ctypes, however it was reached (numpy.ctypeslib.ctypes, an array's .ctypes).
-NATIVE = {"ctypes", "ctypeslib", "CDLL", "cdll", "PyDLL", "pydll", "CFUNCTYPE", "PYFUNCTYPE", "_ctypes",
-          "cffi", "GOMP_parallel"}
+NATIVE = {"ctypes", "ctypeslib", "CDLL", "cdll", "PyDLL", "pydll", "CFUNCTYPE", "PYFUNCTYPE",
+          "_ctypes", "cffi", "GOMP_parallel"}
 
 
 def _native(node) -> set[str]:
@@ -468,7 +501,8 @@ def _identifiers(node) -> list[str]:
 
 
 def _steering(node, dotted: _Dotted) -> set[str]:
-    """Flags for hooks, dispatch and function modes, grad-mode switches and __dict__ named at node."""
+    """Flags for hooks, dispatch and function modes, grad-mode switches and __dict__ named at
+    node."""
     found = set()
     for ident in _identifiers(node):
         if HOOKS.fullmatch(ident):
@@ -488,7 +522,8 @@ def _steering(node, dotted: _Dotted) -> set[str]:
         modules = [dotted(node)] if dotted(node) else []
     for module in modules:
         if any(module == m or module.startswith(m + ".") for m in MODE_MODULES):
-            found.add(f"uses a dispatch or function mode ({next(m for m in MODE_MODULES if module.startswith(m))})")
+            found.add("uses a dispatch or function mode "
+                      f"({next(m for m in MODE_MODULES if module.startswith(m))})")
     return found
 
 
@@ -506,7 +541,8 @@ def _private_torch(node, dotted: _Dotted) -> set[str]:
     for name in names:
         parts = name.split(".")
         if parts[0] == "torch" and all(p.isidentifier() for p in parts):
-            private = next((p for p in parts[1:] if p.startswith("_") and not p.startswith("__")), None)
+            private = next((p for p in parts[1:] if p.startswith("_") and not p.startswith("__")),
+                           None)
             if private is not None:
                 return {f"uses torch's private API ({'.'.join(parts[:parts.index(private) + 1])})"}
     return set()
@@ -524,7 +560,8 @@ def _is_dict_of(node) -> bool:
 
 
 def _name(func) -> str | None:
-    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
+    return (func.attr if isinstance(func, ast.Attribute)
+            else func.id if isinstance(func, ast.Name) else None)
 
 
 def _turns_off(call: ast.Call) -> bool:
@@ -589,8 +626,10 @@ def lesson_names(lesson) -> tuple[set[str], dict[str, set[str]]]:
 
 
 @functools.lru_cache(maxsize=16)
-def _lesson_names(cells: tuple[tuple[str, str, str], ...]) -> tuple[frozenset[str], dict[str, frozenset[str]]]:
-    """lesson_names of cells given as (kind, grade id, source): the same lesson for every submission."""
+def _lesson_names(cells: tuple[tuple[str, str, str], ...]
+                  ) -> tuple[frozenset[str], dict[str, frozenset[str]]]:
+    """lesson_names of cells given as (kind, grade id, source): the same lesson for every
+    submission."""
     shared, own = set(), {}
     for kind, gid, source in cells:
         if kind == "written":  # prose, never run
@@ -607,9 +646,11 @@ def _lesson_names(cells: tuple[tuple[str, str, str], ...]) -> tuple[frozenset[st
 
 
 def review(lesson, answers: dict[str, str]) -> list[str]:
-    """One line per flagged answer cell: "GRADE_ID: phrase, phrase" (instructors only; never feedback).
+    """One line per flagged answer cell: "GRADE_ID: phrase, phrase" (instructors only; never
+    feedback).
 
-    Inputs: a course_utils.grader.lessonfile.Lesson and the submission's {grade id: source} (read_answers)."""
+    Inputs: a course_utils.grader.lessonfile.Lesson and the submission's {grade id: source}
+    (read_answers)."""
     shared, own = lesson_names(lesson)
     lines = []
     for cell in lesson.answers:

@@ -5,7 +5,7 @@ submission of a lesson, with a written answer in their own words, is autograded;
 instructor's tools (the Formgrader's server extension, as `COURSE_ROLE=instructor bash course.sh lab`
 enables it) serves that course; on the Formgrader's manual grading page of the submission the
 written answer shows as the learner wrote it, a score is typed into its score box, and that score
-reaches `nbgrader export`'s grades.csv and the LMS file of `course_utils.grader.classgrades lms`.
+reaches `nbgrader export`'s grades.csv and the LMS file of `course_admin.grades lms`.
 
 A second learner's written answer is an attack on the instructor (issue 24): an <img onerror>, a
 <script>, an <svg onload> and a javascript: link, each of which would record that it ran in the page.
@@ -115,7 +115,7 @@ def test_a_score_typed_in_formgrader_reaches_the_export(browser, formgrader, gra
 
     roster = tmp_path / "roster.csv"
     roster.write_text("id,first_name,last_name,email\nada,Ada,Lovelace,ada@example.org\neve,Eve,Hacker,eve@example.org\n")
-    lms = subprocess.run([sys.executable, "-m", "course_utils.grader.classgrades", "lms", "--roster", roster,
+    lms = subprocess.run([sys.executable, "-m", "course_admin.grades", "lms", "--roster", roster,
                           "--out", tmp_path / "moodle.csv", course / "grades.csv"], capture_output=True, text=True)
     assert lms.returncode == 0, lms.stderr
     with open(tmp_path / "moodle.csv", newline="") as f:

@@ -36,7 +36,7 @@ def test_the_configs_late_penalty_example_zeroes_a_late_submission(tmp_path):
 
     roster = tmp_path / "roster.csv"
     roster.write_text("id,first_name,last_name,email\nearly,E,A,e@x.org\nlate,L,A,l@x.org\n")
-    done = subprocess.run([sys.executable, "-m", "course_utils.grader.classgrades", "lms", str(course / "grades.csv"),
+    done = subprocess.run([sys.executable, "-m", "course_admin.grades", "lms", str(course / "grades.csv"),
                            "--roster", str(roster), "--out", str(tmp_path / "lms.csv")], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     with open(tmp_path / "lms.csv", newline="") as f:

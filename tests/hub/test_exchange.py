@@ -1,5 +1,5 @@
 """nbgrader's exchange on the hub, attacked by learners: `nbgrader collect` takes each learner's own
-submission and nothing else (course_utils.hubexchange.SafeCollect, hub/classroom.py make_exchange).
+submission and nothing else (course_admin.exchange.SafeCollect, hub/classroom.py make_exchange).
 
 No hub is started. The class's Unix accounts (an instructor, learners a, b and c), the state folder,
 the exchange and the shared nbgrader configuration are made by hub/classroom.py's own steps; the
@@ -42,7 +42,7 @@ import classroom  # noqa: E402
 sys.path.insert(0, str(ROOT / "tests" / "hub"))
 from hubdriver import remove_account, why_not  # noqa: E402
 
-from course_utils import hubexchange  # noqa: E402
+from course_admin import exchange  # noqa: E402
 
 LESSON = "01-circuits"
 LATER = "2099-01-01 00:00:00.000000 UTC"   # a time after any real submission's
@@ -268,7 +268,7 @@ def test_outside_the_hub_the_collecting_user_collects_the_submissions_they_made(
     course.mkdir()
     (course / "nbgrader_config.py").write_text(
         COURSE_CONFIG + "c.CourseDirectory.course_id = 'single'\n"
-                        "c.ExchangeFactory.collect = 'course_utils.hubexchange.SafeCollect'\n")
+                        "c.ExchangeFactory.collect = 'course_admin.exchange.SafeCollect'\n")
     ids = ["nosuchaccount", collected["victim"]]
     for student in ids:
         folder = course / "exchange" / "single" / "inbound" / f"{student}+{LESSON}+2026-01-01 00:00:00.000000 UTC+r"
@@ -293,8 +293,8 @@ def a_submission(folder: Path) -> Path:
 
 
 def copy(src: Path, dest: Path, budget: int = 10**6) -> None:
-    hubexchange.copy_own(str(src), None, str(src), str(dest), os.geteuid(), budget)
-    hubexchange.check_timestamp(str(src), str(dest))
+    exchange.copy_own(str(src), None, str(src), str(dest), os.geteuid(), budget)
+    exchange.check_timestamp(str(src), str(dest))
 
 
 def test_the_copy_takes_a_learners_own_files_and_folders(tmp_path):
@@ -319,7 +319,7 @@ def test_the_copy_refuses_and_names_what_is_not_the_learners_own(tmp_path, plant
     secret.parent.mkdir()
     secret.write_text(SECRET)
     plant(src, secret)
-    with pytest.raises(hubexchange.Refused, match=words) as e:
+    with pytest.raises(exchange.Refused, match=words) as e:
         copy(src, tmp_path / "dest", budget=1500)
     assert repr(str(src)).strip("'") in str(e.value)
     assert not any(SECRET.encode() in p.read_bytes() for p in (tmp_path / "dest").rglob("*") if p.is_file())
@@ -336,8 +336,8 @@ def test_lateness_counts_from_the_kernels_time_where_the_learners_is_earlier(tmp
         now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f") + " UTC"
         (src / "timestamp.txt").write_text(now if stated == "now" else stated)
     changed = []
-    hubexchange.copy_own(str(src), None, str(src), str(tmp_path / "dest"), os.geteuid(), 10**6, changed)
-    why = hubexchange.keep_kernel_time(str(tmp_path / "dest"), max(changed))
+    exchange.copy_own(str(src), None, str(src), str(tmp_path / "dest"), os.geteuid(), 10**6, changed)
+    why = exchange.keep_kernel_time(str(tmp_path / "dest"), max(changed))
     written = parse_utc((tmp_path / "dest" / "timestamp.txt").read_text())
     kernel = datetime.fromtimestamp(max(changed), timezone.utc).replace(tzinfo=None)
     if kept:
@@ -370,8 +370,8 @@ def test_a_notebook_swapped_with_a_link_while_it_is_copied_is_never_followed(tmp
             try:
                 copy(src, dest)
                 outcomes.add("copied")
-            except (hubexchange.Refused, OSError) as e:
-                outcomes.add("refused" if isinstance(e, hubexchange.Refused) else "not read")
+            except (exchange.Refused, OSError) as e:
+                outcomes.add("refused" if isinstance(e, exchange.Refused) else "not read")
             assert not any(SECRET.encode() in p.read_bytes() for p in dest.rglob("*") if p.is_file())
             shutil.rmtree(dest, ignore_errors=True)
     finally:

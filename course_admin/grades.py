@@ -1,7 +1,7 @@
 """A class's grades across files: merge the folder grader's CSVs from several machines; export for an LMS.
 
-    python -m course_utils.grader.classgrades merge --out graded/grades.csv m1/grades.csv m2/grades.csv
-    python -m course_utils.grader.classgrades lms --roster roster.csv --out moodle.csv GRADES.csv ...
+    python -m course_admin.grades merge --out graded/grades.csv m1/grades.csv m2/grades.csv
+    python -m course_admin.grades lms --roster roster.csv --out moodle.csv GRADES.csv ...
     (bash course.sh grades merge ... | bash course.sh grades lms ...)
 
 merge: one lesson's grades.csv files written by `bash course.sh grade` on several machines, each with
@@ -199,7 +199,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = _Parser(prog="python -m course_utils.grader.classgrades",
+    parser = _Parser(prog="python -m course_admin.grades",
                      description="Merge one lesson's grades.csv from several machines, or write a Moodle import CSV.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     merge = sub.add_parser("merge", help="one lesson's grades.csv files of `bash course.sh grade` -> one grades.csv")
