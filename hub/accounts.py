@@ -5,7 +5,8 @@
 - read_learners: the learners' account names from the roster (nbgrader's student list), each one
   checked before anything is changed: a valid name, not a system account, not the instructor, a
   primary group of its own (or of the instructor's only).
-- read_tas: the teaching assistants' names (course.sh hub --tas), checked the same way, none a learner.
+- read_tas: the teaching assistants' names (course.sh hub --tas), checked the same way, none a
+  learner.
 - make_accounts: useradd for the ones that do not exist, a generated password each (kept in
   STATE/passwords.csv, root only), every home mode 700.
 - join_groups: the instructor joins each learner's own group (nbgrader collect reads submissions
@@ -26,8 +27,9 @@ from pathlib import Path
 from course_utils.grader.sandbox import FIRST_UID
 
 ACCOUNT_NAME = re.compile(r"[a-z_][a-z0-9_-]{0,31}")
-# useradd's UID_MIN and UID_MAX on Debian (/etc/login.defs), less the grader's sandbox uids (FIRST_UID + slot,
-# from 60000): other uids are system accounts (nobody is 65534) or the sandbox's, never reused for the class
+# useradd's UID_MIN and UID_MAX on Debian (/etc/login.defs), less the grader's sandbox uids
+# (FIRST_UID + slot, from 60000): other uids are system accounts (nobody is 65534) or the sandbox's,
+# never reused for the class
 HUMAN_UIDS = range(1000, FIRST_UID)
 
 
@@ -37,8 +39,9 @@ class BadInput(Exception):
 
 @dataclass
 class Accounts:
-    """Who may log in: the instructor (admin), the learners and the teaching assistants, who grade the
-    instructor's course with them (hub/jupyterhub_config.py: the course's service). Kept in STATE/accounts.json."""
+    """Who may log in: the instructor (admin), the learners and the teaching assistants, who grade
+    the instructor's course with them (hub/jupyterhub_config.py: the course's service). Kept in
+    STATE/accounts.json."""
 
     instructor: str
     learners: list[str]
@@ -52,11 +55,14 @@ class Accounts:
         write_private(state / "accounts.json", json.dumps(asdict(self), indent=1) + "\n")
 
 
-def as_user(name: str, command: list[str], cwd: Path, env: dict[str, str], **kwargs) -> subprocess.CompletedProcess:
-    """Run command as the Unix user `name` (runuser), in cwd, with env added to a clean environment."""
+def as_user(name: str, command: list[str], cwd: Path, env: dict[str, str],
+            **kwargs) -> subprocess.CompletedProcess:
+    """Run command as the Unix user `name` (runuser), in cwd, with env added to a clean
+    environment."""
     home = pwd.getpwnam(name).pw_dir
     full = {"HOME": home, "USER": name, "LOGNAME": name, "LANG": "C.UTF-8", **env}
-    return subprocess.run(["runuser", "-u", name, "--", "env", "-i", *[f"{k}={v}" for k, v in full.items()], *command],
+    return subprocess.run(["runuser", "-u", name, "--", "env", "-i",
+                           *[f"{k}={v}" for k, v in full.items()], *command],
                           cwd=cwd, text=True, capture_output=True, **kwargs)
 
 
@@ -86,22 +92,26 @@ def read_learners(roster: Path, instructor: str) -> list[str]:
 
 
 def read_tas(tas: str, instructor: str, learners: list[str]) -> list[str]:
-    """The teaching assistants' account names from course.sh hub's --tas (comma-separated, may be empty);
-    BadInput for a name that cannot be an account of its own, the instructor or a learner."""
+    """The teaching assistants' account names from course.sh hub's --tas (comma-separated, may be
+    empty); BadInput for a name that cannot be an account of its own, the instructor or a
+    learner."""
     names = [name.strip() for name in tas.split(",") if name.strip()]
     check_names(names)
     for name in names:
         if name == instructor or name in learners:
             role = "the instructor" if name == instructor else "a learner in the roster"
-            raise BadInput(f"the teaching assistant {name!r} is also {role}: an account has one role")
+            raise BadInput(f"the teaching assistant {name!r} is also {role}: "
+                           f"an account has one role")
     return list(dict.fromkeys(names))
 
 
 def check_names(names: list[str]) -> None:
-    """BadInput for a name that cannot be a class account: not a valid Unix name, or a system account's."""
+    """BadInput for a name that cannot be a class account: not a valid Unix name, or a system
+    account's."""
     for name in names:
         if not ACCOUNT_NAME.fullmatch(name):
-            raise BadInput(f"{name[:40]!r} cannot be a Unix account name (lower-case letters, digits, _ and -, "
+            raise BadInput(f"{name[:40]!r} cannot be a Unix account name "
+                           f"(lower-case letters, digits, _ and -, "
                            f"starting with a letter or _, at most 32)")
         try:
             uid = pwd.getpwnam(name).pw_uid
@@ -136,11 +146,14 @@ def make_accounts(state: Path, names: list[str]) -> dict[str, str]:
         try:
             pwd.getpwnam(name)
         except KeyError:
-            made = subprocess.run(["useradd", "--create-home", "--shell", "/bin/bash", "--user-group",
-                                   "--key", f"UID_MAX={HUMAN_UIDS[-1]}", name],   # never a sandbox's uid
+            made = subprocess.run(["useradd", "--create-home", "--shell", "/bin/bash",
+                                   "--user-group",
+                                   # never a sandbox's uid
+                                   "--key", f"UID_MAX={HUMAN_UIDS[-1]}", name],
                                   capture_output=True, text=True)
             if made.returncode != 0:
-                raise BadInput(f"useradd could not make the account {name}: {made.stderr.strip()[:200]}")
+                raise BadInput(f"useradd could not make the account {name}: "
+                               f"{made.stderr.strip()[:200]}")
             new[name] = secrets.token_urlsafe(12)
             subprocess.run(["chpasswd"], input=f"{name}:{new[name]}\n", text=True, check=True)
             old = passwords.read_text() if passwords.exists() else "account,password\n"
@@ -155,4 +168,5 @@ def join_groups(accounts: Accounts) -> None:
     nothing else of the learner's."""
     groups = [grp.getgrgid(pwd.getpwnam(name).pw_gid).gr_name for name in accounts.learners]
     if groups:
-        subprocess.run(["usermod", "--append", "--groups", ",".join(groups), accounts.instructor], check=True)
+        subprocess.run(["usermod", "--append", "--groups", ",".join(groups), accounts.instructor],
+                       check=True)

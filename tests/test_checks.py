@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from course_utils.checks import (CheckFailed, check_float, check_floats, check_raises, check_tensor, numerical_grad,
-                                 relation)
+from course_utils.checks import (CheckFailed, check_float, check_floats, check_raises, check_tensor,
+                                 numerical_grad, relation)
 
 
 class FakeFloat(float):
@@ -75,13 +75,16 @@ def test_check_floats_types_length_and_entries():
         check_floats(torch.tensor([1.0, 2.0, 3.0]), (1.0, 2.0, 3.0), "g")
     with pytest.raises(AssertionError, match="should have 3 entries"):
         check_floats((1.0, 2.0), (1.0, 2.0, 3.0), "g")
-    with pytest.raises(AssertionError, match=r"df/dz should be a Python float, got Tensor \(a torch.Tensor"):
-        check_floats((1.0, 2.0, torch.tensor(3.0)), (1.0, 2.0, 3.0), "g", labels=("df/dx", "df/dy", "df/dz"))
+    with pytest.raises(AssertionError,
+                       match=r"df/dz should be a Python float, got Tensor \(a torch.Tensor"):
+        check_floats((1.0, 2.0, torch.tensor(3.0)), (1.0, 2.0, 3.0), "g",
+                     labels=("df/dx", "df/dy", "df/dz"))
     with pytest.raises(AssertionError, match="df/dz has the opposite sign") as e:
         check_floats((1.0, 2.0, -3.0), (1.0, 2.0, 3.0), "g", labels=("df/dx", "df/dy", "df/dz"))
     assert "df/dx" not in str(e.value).split(":")[1]  # only the wrong entry is named
     with pytest.raises(AssertionError, match="mul inputs not swapped"):
-        check_floats((3.0, 3.0, -4.0), (-4.0, -4.0, 3.0), "g", mistakes={"mul inputs not swapped": (3.0, 3.0, -4.0)})
+        check_floats((3.0, 3.0, -4.0), (-4.0, -4.0, 3.0), "g",
+                     mistakes={"mul inputs not swapped": (3.0, 3.0, -4.0)})
 
 
 def test_check_tensor_checks_type_shape_dtype_then_values():
@@ -155,11 +158,15 @@ def test_a_failed_check_shows_its_message_without_a_traceback():
     real = shell._showtraceback
     shell._showtraceback = lambda etype, value, stb: shown.append(stb)
     try:
-        result = shell.run_cell("from course_utils.checks import check_float\ncheck_float(2.0, 3.0, 'f(1)')")
-        assert isinstance(result.error_in_exec, CheckFailed) and isinstance(result.error_in_exec, AssertionError)
-        assert len(shown) == 1 and len(shown[0]) == 1 and shown[0][0].startswith("Check failed: f(1)")
+        result = shell.run_cell("from course_utils.checks import check_float\n"
+                                "check_float(2.0, 3.0, 'f(1)')")
+        assert (isinstance(result.error_in_exec, CheckFailed)
+                and isinstance(result.error_in_exec, AssertionError))
+        assert (len(shown) == 1 and len(shown[0]) == 1
+                and shown[0][0].startswith("Check failed: f(1)"))
         result = shell.run_cell("def g():\n    return 1 / 0\ng()")
-        assert len(shown) == 2 and len(shown[1]) > 1, "an error in the learner's own code keeps its traceback"
+        assert len(shown) == 2 and len(shown[1]) > 1, (
+            "an error in the learner's own code keeps its traceback")
     finally:
         shell._showtraceback = real
 
@@ -168,51 +175,64 @@ def test_check_floats_holds_a_result_to_the_container_and_floats_its_docstring_p
     check_floats((1.0, 0.0), [1.0, 0.0], "g(1)", promised=tuple)
     check_floats([1.0, 0.0], [1.0, 0.0], "g(1)")   # nothing promised: either container, ints too
     check_floats((1, 0), [1.0, 0.0], "g(1)")
-    with pytest.raises(CheckFailed, match=r"g\(1\) has the right values, but it is a list: the docstring promises a tuple"):
+    with pytest.raises(CheckFailed, match=r"g\(1\) has the right values, but it is a list: the "
+                                          r"docstring promises a tuple"):
         check_floats([1.0, 0.0], [1.0, 0.0], "g(1)", promised=tuple)
     with pytest.raises(CheckFailed, match=r"it is a tuple: the docstring promises a list"):
         check_floats((1.0, 0.0), [1.0, 0.0], "g(1)", promised=list)
-    with pytest.raises(CheckFailed, match=r"^g\(1\): d/db has the right value, but it is the int 0: .*write 0\.0"):
+    with pytest.raises(CheckFailed, match=r"^g\(1\): d/db has the right value, but it is the int "
+                                          r"0: .*write 0\.0"):
         check_floats((1.0, 0), [1.0, 0.0], "g(1)", labels=("d/da", "d/db"), promised=tuple)
-    with pytest.raises(CheckFailed, match=r"is \(2, 0\), expected \(1, 0\)"):   # wrong values are told first
+    # wrong values are told first
+    with pytest.raises(CheckFailed, match=r"is \(2, 0\), expected \(1, 0\)"):
         check_floats([2, 0], [1.0, 0.0], "g(1)", promised=tuple)
 
 
 def test_a_result_off_by_float32_rounding_is_told_so_where_float64_is_promised():
     right = 0.1 + 0.2
     in_float32 = (torch.tensor(0.1) + torch.tensor(0.2)).item()
-    with pytest.raises(CheckFailed, match=r"is 0\.30000001192092896, expected 0\.30000000000000004: it agrees only to "
-                                          r"float32 precision \(off by 4e-08 of itself\)"):
+    with pytest.raises(CheckFailed, match=r"is 0\.30000001192092896, expected "
+                                          r"0\.30000000000000004: it agrees only to float32 "
+                                          r"precision \(off by 4e-08 of itself\)"):
         check_float(in_float32, right, "q", rtol=1e-12)
     with pytest.raises(CheckFailed) as error:   # said once, however many entries it explains
-        check_floats([in_float32, 0.5, (torch.tensor(0.4)).item()], [right, 0.5, 0.4], "q", rtol=1e-12)
-    assert str(error.value).count("float32") == 2 and ": q[0], q[2] agree only to float32 precision" in str(error.value)
-    assert "expected (0.30000000000000004, 0.5, 0.4)" in str(error.value)   # all its digits only where 6 look equal
-    with pytest.raises(CheckFailed) as error:   # an int, or a float that float32 cannot hold: not float32's doing
+        check_floats([in_float32, 0.5, (torch.tensor(0.4)).item()], [right, 0.5, 0.4],
+                     "q", rtol=1e-12)
+    assert (str(error.value).count("float32") == 2
+            and ": q[0], q[2] agree only to float32 precision" in str(error.value))
+    # all its digits only where 6 look equal
+    assert "expected (0.30000000000000004, 0.5, 0.4)" in str(error.value)
+    # an int, or a float that float32 cannot hold: not float32's doing
+    with pytest.raises(CheckFailed) as error:
         check_floats([2 ** 44 + 64], [2 ** 44], "n", rtol=0, atol=0)
     assert "float32" not in str(error.value)
     check_float(in_float32, right, "q")   # the default tolerance promises float32's digits only
-    with pytest.raises(CheckFailed) as error:   # off by more than float32 rounds: nothing said about float32
+    # off by more than float32 rounds: nothing said about float32
+    with pytest.raises(CheckFailed) as error:
         check_float(right * (1 + 1e-5), right, "q", rtol=1e-12)
     assert "float32" not in str(error.value)
 
 
 def test_check_floats_names_only_what_it_can_say_about_wrong_entries():
-    with pytest.raises(CheckFailed) as error:   # nothing telling: the values shown say it, no list of "is wrong"
+    # nothing telling: the values shown say it, no list of "is wrong"
+    with pytest.raises(CheckFailed) as error:
         check_floats([0.3, 0.5, 0.2], [0.4, 0.4, 0.2], "w([4, 4, 2])")
     assert str(error.value) == "w([4, 4, 2]) is (0.3, 0.5, 0.2), expected (0.4, 0.4, 0.2)."
-    with pytest.raises(CheckFailed, match=r": w\[0\] has the opposite sign; 1 other entry is wrong too\.$"):
+    with pytest.raises(CheckFailed,
+                       match=r": w\[0\] has the opposite sign; 1 other entry is wrong too\.$"):
         check_floats([-0.4, 0.5, 0.2], [0.4, 0.4, 0.2], "w")
 
 
 def test_a_tensor_where_a_list_is_promised_is_told_to_use_tolist():
-    with pytest.raises(CheckFailed, match=r"w should be a list of 2 floats, got Tensor \(a torch.Tensor: use .tolist\(\)"):
+    with pytest.raises(CheckFailed, match=r"w should be a list of 2 floats, got Tensor \(a "
+                                          r"torch.Tensor: use .tolist\(\)"):
         check_floats(torch.tensor([0.5, 0.5]), [0.5, 0.5], "w", promised=list)
 
 
 def test_a_tensor_off_by_float32_rounding_is_told_so_where_float64_is_promised():
     right = torch.tensor([0.1, 0.2, 0.3], dtype=torch.float64)
-    with pytest.raises(CheckFailed, match="agrees only to float32 precision.*Compute in torch.float64"):
+    with pytest.raises(CheckFailed,
+                       match="agrees only to float32 precision.*Compute in torch.float64"):
         check_tensor(right.float().double(), right, "g", rtol=1e-9, atol=1e-12)
     with pytest.raises(CheckFailed) as error:   # a real mistake is not blamed on float32
         check_tensor(right * 1.01, right, "g", rtol=1e-9, atol=1e-12)

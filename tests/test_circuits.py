@@ -1,4 +1,5 @@
-"""course_utils.circuits: the numbers on the picture are torch's, and the widget follows its sliders."""
+"""course_utils.circuits: the numbers on the picture are torch's, and the widget follows its
+sliders."""
 
 import re
 
@@ -52,7 +53,8 @@ def test_svg_shows_values_green_and_gradients_red():
 
 
 def test_layout_keeps_gates_apart():
-    c = Circuit({"a": 1.0, "b": 2.0}, [("s", "add", ("a", "b")), ("p", "mul", ("a", "b")), ("f", "mul", ("s", "p"))])
+    c = Circuit({"a": 1.0, "b": 2.0},
+                [("s", "add", ("a", "b")), ("p", "mul", ("a", "b")), ("f", "mul", ("s", "p"))])
     pos = c._layout()
     assert len(set(pos.values())) == len(pos)
 

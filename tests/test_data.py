@@ -8,7 +8,8 @@ from course_utils.data import batches, blobs, linear, sequences
 
 def test_blobs_shapes_balance_and_seed():
     X, y = blobs(n=100, num_inputs=5, num_classes=4, seed=1)
-    assert X.shape == (100, 5) and X.dtype == torch.float32 and y.shape == (100,) and y.dtype == torch.int64
+    assert (X.shape == (100, 5) and X.dtype == torch.float32 and y.shape == (100,)
+            and y.dtype == torch.int64)
     assert torch.bincount(y).tolist() == [25, 25, 25, 25]
     X2, y2 = blobs(n=100, num_inputs=5, num_classes=4, seed=1)
     assert torch.equal(X, X2) and torch.equal(y, y2)
@@ -27,7 +28,8 @@ def test_linear_recovers_its_weights_by_least_squares():
     X, y = linear(n=500, num_inputs=3, seed=0, dtype=torch.float64)
     A = torch.cat([X, torch.ones(500, 1, dtype=torch.float64)], 1)
     coef = torch.linalg.lstsq(A, y).solution.squeeze()
-    torch.testing.assert_close(coef, torch.tensor([2.0, -3.4, 1.0, 4.2], dtype=torch.float64), atol=5e-3, rtol=0)
+    torch.testing.assert_close(coef, torch.tensor([2.0, -3.4, 1.0, 4.2], dtype=torch.float64),
+                               atol=5e-3, rtol=0)
 
 
 def test_batches_cover_everything_with_a_short_last_batch():
@@ -40,13 +42,17 @@ def test_batches_cover_everything_with_a_short_last_batch():
 def test_sequences_are_shifted_counts_with_some_noise():
     idx, targets = sequences(n=200, seq_len=40, vocab_size=16, seed=3)
     assert idx.shape == targets.shape == (200, 40) and idx.dtype == targets.dtype == torch.int64
-    assert torch.equal(idx[:, 1:], targets[:, :-1])                       # targets are idx shifted by one
+    # targets are idx shifted by one
+    assert torch.equal(idx[:, 1:], targets[:, :-1])
     assert 0 <= int(idx.min()) and int(idx.max()) < 16
-    steps = (targets - idx) % 16                                           # the counting step, where not noisy
+    # the counting step, where not noisy
+    steps = (targets - idx) % 16
     counted = (steps >= 1) & (steps <= 3)
-    assert 0.75 < counted.float().mean() < 0.95                            # about 7 in 8 (plus noise that hits)
+    # about 7 in 8 (plus noise that hits)
+    assert 0.75 < counted.float().mean() < 0.95
     assert torch.equal(sequences(n=5, seq_len=7, seed=1)[0], sequences(n=5, seq_len=7, seed=1)[0])
-    assert not torch.equal(sequences(n=5, seq_len=7, seed=1)[0], sequences(n=5, seq_len=7, seed=2)[0])
+    assert not torch.equal(sequences(n=5, seq_len=7, seed=1)[0],
+                           sequences(n=5, seq_len=7, seed=2)[0])
 
 
 def test_bad_input():

@@ -1,5 +1,6 @@
-"""README.md and docs/ point at what exists: every relative link resolves (a file, and a heading for a
-#fragment), and every repository path they name in backquotes (`course_utils/grader/grade.py`) is there."""
+"""README.md and docs/ point at what exists: every relative link resolves (a file, and a heading
+for a #fragment), and every repository path they name in backquotes (`course_utils/grader/grade.py`)
+is there."""
 
 import re
 from pathlib import Path
@@ -11,7 +12,8 @@ PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 PATH = re.compile(r"`((?:[\w.-]+/)*[\w.-]+\.(?:py|md|sh|json|csv|ipynb|toml|yml|txt|j2))`")
 TOP = {p.name for p in ROOT.iterdir()}
-PLACEHOLDERS = ("LESSON", "NN", "test_X", "/X.")   # `solutions/LESSON/LESSON.ipynb`: a pattern, not a path
+# `solutions/LESSON/LESSON.ipynb` is a pattern, not a path
+PLACEHOLDERS = ("LESSON", "NN", "test_X", "/X.")
 
 
 def anchors(page: Path) -> set[str]:

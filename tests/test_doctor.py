@@ -109,7 +109,8 @@ def test_format_rows_lists_fixes_and_a_verdict():
 
 
 def test_command_line_exit_status():
-    proc = subprocess.run([sys.executable, "-m", "course_utils.doctor"], capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, "-m", "course_utils.doctor"],
+                          capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "Graphviz" in proc.stdout and not proc.stderr
 
@@ -119,8 +120,10 @@ def test_merged_config_reads_what_jupyter_reads():
     from jupyter_server.extension.config import ExtensionConfigManager
     from jupyterlab_server.config import get_static_page_config
 
-    server = ExtensionConfigManager(read_config_path=jupyter_config_path()).get_jpserver_extensions()
-    assert doctor.merged_config("jupyter_server_config")["ServerApp"]["jpserver_extensions"] == server
+    server = (
+        ExtensionConfigManager(read_config_path=jupyter_config_path()).get_jpserver_extensions())
+    assert (doctor.merged_config("jupyter_server_config")["ServerApp"]["jpserver_extensions"]
+            == server)
     assert doctor.merged_config("page_config", "labconfig") == get_static_page_config(level="all")
 
 
@@ -131,5 +134,7 @@ def test_a_disabled_validate_button_is_found(tmp_path):
         '{"disabledExtensions": {"@jupyter/nbgrader:validate-assignment": true}}')
     code = "from course_utils import doctor; r = doctor.check_validate(); print(r.ok, r.fix)"
     env = dict(os.environ, JUPYTER_CONFIG_PATH=str(tmp_path))
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
-    assert out.startswith("False") and "labextension enable @jupyter/nbgrader:validate-assignment" in out
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         check=True).stdout
+    assert (out.startswith("False")
+            and "labextension enable @jupyter/nbgrader:validate-assignment" in out)

@@ -25,7 +25,8 @@ def pip_pins() -> dict[str, str]:
 
 
 def conda_pins() -> dict[str, str]:
-    """Versions from environment.yml: `- name=version` (conda) and `- name==version` (its pip list)."""
+    """Versions from environment.yml: `- name=version` (conda) and `- name==version` (its pip
+    list)."""
     pins = {}
     for line in (ROOT / "environment.yml").read_text().splitlines():
         m = re.match(r"\s*-\s+([A-Za-z0-9_.-]+)\s*==?\s*([0-9][^\s#]*)", line)
@@ -37,7 +38,8 @@ def conda_pins() -> dict[str, str]:
 def test_pip_and_conda_routes_pin_the_same_versions():
     pip, conda = pip_pins(), conda_pins()
     assert pip, "no pins found in requirements.txt"
-    assert set(pip) == set(conda), f"only in requirements.txt: {set(pip) - set(conda)}; only in environment.yml: {set(conda) - set(pip)}"
+    assert set(pip) == set(conda), (f"only in requirements.txt: {set(pip) - set(conda)}; "
+                                    f"only in environment.yml: {set(conda) - set(pip)}")
     differ = {k: (pip[k], conda[k]) for k in pip if pip[k] != conda[k]}
     assert not differ, f"(pip, conda) versions differ: {differ}"
 
@@ -47,11 +49,13 @@ def test_torch_is_pinned():
 
 
 def readme_commands() -> list[str]:
-    return re.findall(r"^\s*(bash course\.sh \w+)\s*$", (ROOT / "README.md").read_text(), flags=re.M)
+    return re.findall(r"^\s*(bash course\.sh \w+)\s*$",
+                      (ROOT / "README.md").read_text(), flags=re.M)
 
 
 def test_readme_gives_the_two_setup_commands_and_ci_runs_the_test_one():
     cmds = readme_commands()
     assert "bash course.sh lab" in cmds and "bash course.sh test" in cmds, cmds
     ci = (ROOT / ".ci" / "run").read_text()
-    assert re.search(r"^bash course\.sh test$", ci, flags=re.M), ".ci/run must call the README's test command"
+    assert re.search(r"^bash course\.sh test$", ci, flags=re.M), (
+        ".ci/run must call the README's test command")

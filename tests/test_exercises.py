@@ -12,17 +12,19 @@ def stub_error(source: str) -> BaseException:
     exec(source, namespace)
     try:
         namespace["run"]()
-    except BaseException as e:  # noqa: BLE001 - the error is what is tested
+    except BaseException as e:
         return e
     raise AssertionError("the stub did not raise")
 
 
 def test_the_stub_is_one_line_that_raises_not_implemented():
-    assert STUB.startswith("raise NotImplementedError(") and "\n" not in STUB and NOT_ATTEMPTED in STUB
+    assert (STUB.startswith("raise NotImplementedError(") and "\n" not in STUB
+            and NOT_ATTEMPTED in STUB)
 
 
 def test_an_unsolved_exercise_is_named_in_one_line():
-    error = stub_error(f"def circuit_grads(x):\n    {STUB}\ndef run():\n    return circuit_grads(1.0)")
+    error = stub_error(f"def circuit_grads(x):\n    {STUB}\ndef run():\n"
+                       "    return circuit_grads(1.0)")
     line = not_attempted_line(error)
     assert line.startswith(f"{NOT_ATTEMPTED}: circuit_grads (") and "\n" not in line
 
@@ -30,7 +32,8 @@ def test_an_unsolved_exercise_is_named_in_one_line():
 @pytest.mark.parametrize("source", [
     "def run():\n    raise NotImplementedError('sparse tensors are not supported')",
     "def run():\n    raise ValueError('Exercise not attempted yet')",
-    "class Mine(NotImplementedError): pass\ndef run():\n    raise Mine('Exercise not attempted yet')",
+    "class Mine(NotImplementedError): pass\ndef run():\n"
+    "    raise Mine('Exercise not attempted yet')",
 ])
 def test_every_other_error_keeps_its_traceback(source):
     assert not_attempted_line(stub_error(source)) is None
@@ -44,12 +47,14 @@ def test_ipython_shows_the_one_line_and_still_counts_the_cell_as_failed(capsys):
     try:
         show_stubs_in_one_line(shell)
         result = shell.run_cell(f"def f():\n    {STUB}\nf()")
-        assert isinstance(result.error_in_exec, NotImplementedError), "the cell still fails (Validate, nbgrader)"
+        assert isinstance(result.error_in_exec, NotImplementedError), (
+            "the cell still fails (Validate, nbgrader)")
         assert shown == [[not_attempted_line(result.error_in_exec)]]
         shown.clear()
         result = shell.run_cell("raise NotImplementedError('other')")
         assert isinstance(result.error_in_exec, NotImplementedError)
-        assert len(shown) == 1 and len(shown[0]) > 1, "another NotImplementedError shows its whole traceback"
+        assert len(shown) == 1 and len(shown[0]) > 1, (
+            "another NotImplementedError shows its whole traceback")
     finally:
         shell._showtraceback = real
         shell.set_custom_exc((), None)
@@ -63,8 +68,8 @@ def test_a_demonstration_waits_for_an_unsolved_exercise_without_failing(capsys):
     with uses_your_code():
         namespace["backward"]()
         ran.append("after")
-    assert ran == [] and capsys.readouterr().out.startswith("This cell runs your code, so it waits for it. "
-                                                            f"{NOT_ATTEMPTED}: backward")
+    assert ran == [] and capsys.readouterr().out.startswith("This cell runs your code, so it waits "
+                                                            f"for it. {NOT_ATTEMPTED}: backward")
     with pytest.raises(ZeroDivisionError):  # a bug in a written answer is not hidden
         with uses_your_code():
             1 / 0

@@ -7,7 +7,8 @@ import pytest
 import torch
 import torch.nn as nn
 
-from course_utils.graph import COLOURS, GraphReport, NodeInfo, SavedTensor, draw, report, saved_tensors, walk
+from course_utils.graph import (COLOURS, GraphReport, NodeInfo, SavedTensor, draw, report,
+                                saved_tensors, walk)
 
 
 def storage(t):
@@ -90,7 +91,8 @@ def test_mul_saves_both_inputs_add_saves_nothing(fxyz):
     self_, other = saved["_saved_self"], saved["_saved_other"]
     assert (self_.storage, other.storage) == (storage(s), storage(z))
     assert (self_.is_leaf_storage, other.is_leaf_storage) == (False, True)
-    assert (other.dtype, other.shape, other.nbytes, other.storage_nbytes) == (torch.float32, (3,), 12, 12)
+    assert ((other.dtype, other.shape, other.nbytes, other.storage_nbytes)
+            == (torch.float32, (3,), 12, 12))
     assert saved_tensors(s.grad_fn) == []
 
 
@@ -98,7 +100,8 @@ def test_saved_tuple_is_indexed_and_none_skipped():
     x = torch.randn(4, 5, requires_grad=True)
     idx = torch.tensor([0, 2, 3])
     (rows,) = saved_tensors(x[idx].grad_fn)
-    assert (rows.name, rows.dtype, rows.shape, rows.nbytes) == ("_saved_indices[0]", torch.int64, (3,), 24)
+    assert ((rows.name, rows.dtype, rows.shape, rows.nbytes)
+            == ("_saved_indices[0]", torch.int64, (3,), 24))
     assert rows.storage == storage(idx)
     cols = saved_tensors(x[:, idx].grad_fn)  # torch saves (None, idx)
     assert x[:, idx].grad_fn._saved_indices[0] is None
@@ -178,14 +181,16 @@ def test_mlp_activation_bytes_by_hand(mlp):
     params = dict(model.named_parameters())
     out = model(x)
     r = report(out.pow(2).sum(), params)
-    B, D, H, O, f32 = 5, 4, 8, 3, 4
-    # distinct activations: x (saved by Linear 1), relu output (saved by ReLU and Linear 2), out (by pow)
-    assert r.activation_bytes == (B * D + B * H + B * O) * f32
-    assert r.saved_bytes == r.activation_bytes + H * O * f32  # plus W2, whose view Linear 2 saved
+    B, D, H, C, f32 = 5, 4, 8, 3, 4
+    # distinct activations: x (saved by Linear 1), relu output (saved by ReLU and Linear 2), out (by
+    # pow)
+    assert r.activation_bytes == (B * D + B * H + B * C) * f32
+    assert r.saved_bytes == r.activation_bytes + H * C * f32  # plus W2, whose view Linear 2 saved
     assert len(r.saved) == 5 and len({s.storage for s in r.saved}) == 4
     assert [n.param_name for n in r.leaves] == ["2.bias", "2.weight", "0.bias", "0.weight"]
     assert [n.name for n in r.nodes] == [
-        "SumBackward0", "PowBackward0", "AddmmBackward0", "AccumulateGrad", "ReluBackward0", "TBackward0",
+        "SumBackward0", "PowBackward0", "AddmmBackward0", "AccumulateGrad",
+        "ReluBackward0", "TBackward0",
         "AddmmBackward0", "AccumulateGrad", "AccumulateGrad", "TBackward0", "AccumulateGrad",
     ]
 
@@ -197,7 +202,8 @@ def test_report_str_is_a_table(fxyz):
     assert len(lines) == len(r.nodes) + 2  # header, one per node, totals
     assert lines[0].split()[:3] == ["depth", "node", "param"]
     assert lines[1].split()[:2] == ["0", "MulBackward0"]
-    assert "_saved_self float32 (3,) 12" in lines[1] and "_saved_other float32 (3,) 12 (leaf)" in lines[1]
+    assert ("_saved_self float32 (3,) 12" in lines[1]
+            and "_saved_other float32 (3,) 12 (leaf)" in lines[1])
     assert lines[3].split() == ["1", "AccumulateGrad", "z"]
     assert "saved_bytes=24" in lines[-1] and "activation_bytes=12" in lines[-1]
     assert repr(r) == str(r)
@@ -223,7 +229,8 @@ def test_draw_uses_course_colours_and_renders(fxyz):
 
 def test_draw_without_saved_has_no_saved_colour_and_no_warning(fxyz):
     with warnings.catch_warnings():
-        warnings.simplefilter("error")  # torchviz's DeprecationWarning would reach stderr in nbgrader
+        # torchviz's DeprecationWarning would reach stderr in nbgrader
+        warnings.simplefilter("error")
         dot = draw(fxyz[0])
     assert COLOURS["saved"] not in dot.source and COLOURS["output"] in dot.source
 
@@ -232,9 +239,11 @@ def test_draw_without_saved_has_no_saved_colour_and_no_warning(fxyz):
 
 
 @pytest.mark.parametrize("fn", [walk, report, draw])
-@pytest.mark.parametrize("root, got", [(3, "int"), ("y", "str"), (None, "NoneType"), ([1.0], "list")])
+@pytest.mark.parametrize("root, got",
+                         [(3, "int"), ("y", "str"), (None, "NoneType"), ([1.0], "list")])
 def test_root_of_wrong_type(fn, root, got):
-    with pytest.raises(TypeError, match=rf"root must be a torch\.Tensor with a grad_fn.*got {got}$"):
+    with pytest.raises(TypeError,
+                       match=rf"root must be a torch\.Tensor with a grad_fn.*got {got}$"):
         fn(root)
 
 
@@ -273,7 +282,8 @@ def test_params_must_be_a_dict_of_tensors(fn, mlp):
     w = model[0].weight
     for params, got in [(model.named_parameters(), "generator"), ([w], "list"),
                         ({0: w}, "int -> Parameter"), ({"w": w.tolist()}, "str -> list")]:
-        with pytest.raises(TypeError, match=rf"params must be a dict of name -> tensor.*got.* {got}$"):
+        with pytest.raises(TypeError,
+                           match=rf"params must be a dict of name -> tensor.*got.* {got}$"):
             fn(out, params)
 
 

@@ -1,5 +1,6 @@
 """course_utils.judging: the test-cell API. grade() in a notebook is judge(probe(), expect());
-raised/outcome/value_of carry what a call did as plain data, and names shown in feedback are cleaned."""
+raised/outcome/value_of carry what a call did as plain data, and names shown in feedback are
+cleaned."""
 
 import json
 
@@ -49,7 +50,8 @@ def test_names_from_the_learners_process_are_cleaned_for_feedback():
     assert judging.name_of(42) == "object" and judging.name_of("!!!") == "object"
     assert judging.raised_name(("ValueError", "Exception")) == "ValueError"
     assert judging.raised_name(["MyError", "KeyError"]) == "KeyError"
-    assert judging.raised_name(("SecretText",)) == judging.raised_name(None) == "an exception of the code's own type"
+    assert (judging.raised_name(("SecretText",)) == judging.raised_name(None)
+            == "an exception of the code's own type")
 
 
 def test_outcome_and_value_of_carry_a_result_or_what_was_raised():
@@ -70,11 +72,13 @@ def test_outcome_and_value_of_carry_a_result_or_what_was_raised():
 def test_check_raised_wants_the_expected_exception_or_a_subclass():
     judging.check_raised(judging.raised(int, "x"), "int('x')")
     judging.check_raised(judging.raised(lambda: {}["k"]), "lookup", expected="LookupError")
-    with pytest.raises(AssertionError, match=r"int\('3'\) returned normally, expected it to raise ValueError"):
+    with pytest.raises(AssertionError,
+                       match=r"int\('3'\) returned normally, expected it to raise ValueError"):
         judging.check_raised(judging.raised(int, "3"), "int('3')")
     with pytest.raises(AssertionError, match=r"f raised TypeError, expected ValueError"):
         judging.check_raised(judging.raised(len, 5), "f")
-    with pytest.raises(AssertionError, match=r"f raised an exception of the code's own type, expected ValueError"):
+    with pytest.raises(AssertionError,
+                       match=r"f raised an exception of the code's own type, expected ValueError"):
         judging.check_raised(("Sneaky", "object"), "f")
 
 
@@ -93,7 +97,8 @@ def _judge_doubles(got, want, cases):
     assert type(got) is list and len(got) == len(cases), "not run on every case"
     for g, w, x in zip(got, want, cases):
         if g != w:  # raised, not asserted: pytest's assert rewriting would add to the message
-            raise AssertionError(f"double({x}) is {g}, expected {w}" + (": x + 2?" if g == x + 2 else ""))
+            raise AssertionError(f"double({x}) is {g}, expected {w}"
+                                 + (": x + 2?" if g == x + 2 else ""))
 
 
 DOUBLE = judging.Check("double", lambda fn, cases: [fn(x) for x in cases], _judge_doubles)
@@ -101,7 +106,8 @@ DOUBLE = judging.Check("double", lambda fn, cases: [fn(x) for x in cases], _judg
 
 def test_a_check_passes_a_right_answer_and_says_so_in_one_line(capsys):
     DOUBLE.visible(_double, [1, 2], [2, 4])
-    assert capsys.readouterr().out == "double: passed the visible test (the grader also tries other cases)\n"
+    assert (capsys.readouterr().out
+            == "double: passed the visible test (the grader also tries other cases)\n")
 
 
 def test_visible_and_hidden_tests_run_the_same_judge():
@@ -115,7 +121,8 @@ def test_visible_and_hidden_tests_run_the_same_judge():
     DOUBLE.hidden(_double, [3, -1], lambda: [6, -2])
 
 
-def test_an_unattempted_exercise_is_one_printed_line_in_jupyterlab_but_fails_under_nbgrader(capsys, monkeypatch):
+def test_an_unattempted_exercise_is_one_printed_line_in_jupyterlab_but_fails_under_nbgrader(
+        capsys, monkeypatch):
     monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
     DOUBLE.visible(_stub, [1], [2])  # Run All goes on
     assert capsys.readouterr().out.startswith("Exercise not attempted yet: _stub (write it")
@@ -183,7 +190,8 @@ def test_a_call_that_raised_is_named_and_shows_the_learners_traceback_in_the_vis
         HALVE.visible(halve, [4.0, 0.0], [2.0, 0.0])
     shown = failed.value._render_traceback_()
     assert shown[-1] == "Check failed: halve(0.0) raised ZeroDivisionError"
-    assert "ZeroDivisionError: float division by zero" in shown and any("return 1 / (1 / x) / 2" in line for line in shown)
+    assert ("ZeroDivisionError: float division by zero" in shown
+            and any("return 1 / (1 / x) / 2" in line for line in shown))
     assert judging._causes is None   # nothing kept alive after the visible test
     with pytest.raises(AssertionError, match=r"^halve\(0\.0\) raised ZeroDivisionError$") as hidden:
         HALVE.hidden(halve, [4.0, 0.0], lambda: [2.0, 0.0])
@@ -194,14 +202,18 @@ def test_a_call_in_a_message_shows_each_float_as_feedback_can_show_it():
     from course_utils.grader.feedback import redact
     assert judging.call_name("f", 2, -0.7, 1e-3, "max", True) == "f(2, -0.7, 0.001, 'max', True)"
     import math
-    for value, shown in ((1 / 3, "1 / 3"), (-2 / 7, "-2 / 7"), (0.19999999999999998, "math.nextafter(0.2, -math.inf)"),
-                         (2.5000000000000004, "math.nextafter(2.5, math.inf)"), (0.1 + 1e-15, "0.1 + 1e-15"),
+    for value, shown in ((1 / 3, "1 / 3"), (-2 / 7, "-2 / 7"),
+                         (0.19999999999999998, "math.nextafter(0.2, -math.inf)"),
+                         (2.5000000000000004, "math.nextafter(2.5, math.inf)"),
+                         (0.1 + 1e-15, "0.1 + 1e-15"),
                          (0.1 + 1.5e-15, "0.1 + 1.5e-15"), (0.25 - 1e-12, "0.25 - 1e-12"),
                          (1.0 + 2.0 ** -40, "1.0 + 2.0 ** -40"), (1.234567e-05, "1.234567e-05"),
                          (0.1, "0.1"), (1e-300, "1e-300")):
         assert judging.argument(value) == shown
-        assert eval(shown, {"math": math}) == value   # an expression that gives the argument back exactly
-        assert redact(f"g({shown}) is wrong", []) == f"g({shown}) is wrong"   # nothing cut by feedback's number limits
+        # an expression that gives the argument back exactly
+        assert eval(shown, {"math": math}) == value
+        # nothing cut by feedback's number limits
+        assert redact(f"g({shown}) is wrong", []) == f"g({shown}) is wrong"
     assert judging.argument(float("inf")) == "inf" and judging.argument(float("nan")) == "nan"
 
 
@@ -223,4 +235,5 @@ def test_a_visible_test_chains_only_the_learners_exception_and_none_inside_the_g
     monkeypatch.setattr(judging, "session", object())   # the grader's worker: tracebacks go nowhere
     with pytest.raises(CheckFailed) as failed:
         HALVE.visible(halve, [0.0], [0.0])
-    assert failed.value.__cause__ is None and str(failed.value) == "halve(0.0) raised ZeroDivisionError"
+    assert (failed.value.__cause__ is None
+            and str(failed.value) == "halve(0.0) raised ZeroDivisionError")

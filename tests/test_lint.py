@@ -9,6 +9,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_ruff_finds_nothing():
-    done = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", "--output-format", "concise",
-                           str(ROOT)], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    done = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", "--output-format",
+                           "concise", str(ROOT)],
+                          capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-2000:]

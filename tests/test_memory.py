@@ -1,11 +1,14 @@
-"""course_utils.memory: saved-tensor accounting agrees with the graph and with hand-computed bytes."""
+"""course_utils.memory: saved-tensor accounting agrees with the graph and with hand-computed
+bytes."""
 
 import pytest
 import torch
 from torch import nn
+from torch.utils.checkpoint import checkpoint, checkpoint_sequential
 
 from course_utils.graph import report
-from course_utils.memory import SavedTensors, cuda_peak_bytes, format_bytes, storage_bytes, tensor_bytes
+from course_utils.memory import (SavedTensors, TensorAllocations, cpu_peak_bytes, cuda_peak_bytes,
+                                 format_bytes, storage_bytes, tensor_bytes)
 
 
 def mlp():
@@ -18,7 +21,8 @@ def test_activation_bytes_match_the_graph_report_and_the_shapes():
     with SavedTensors(exclude=model.parameters()) as saved:
         out = model(X).pow(2).sum()
     by_graph = report(out, dict(model.named_parameters())).activation_bytes
-    # float32: the input (5x4), the relu output (5x8, also the 2nd Linear's input), pow's input (5x3)
+    # float32: the input (5x4), the relu output (5x8, also the 2nd Linear's input), pow's input
+    # (5x3)
     assert saved.activation_bytes == by_graph == 4 * (5 * 4 + 5 * 8 + 5 * 3)
 
 def test_a_storage_saved_twice_counts_once():
@@ -79,7 +83,8 @@ def test_storage_bytes_counts_each_storage_once():
 
 
 def test_format_and_bad_input():
-    assert format_bytes(512) == "512 B" and format_bytes(1536) == "1.5 KiB" and format_bytes(3 * 2**30) == "3.0 GiB"
+    assert (format_bytes(512) == "512 B" and format_bytes(1536) == "1.5 KiB"
+            and format_bytes(3 * 2**30) == "3.0 GiB")
     with pytest.raises(ValueError, match="non-negative int"):
         format_bytes(-1)
     with pytest.raises(TypeError, match="expected a torch.Tensor, got list"):
@@ -109,10 +114,6 @@ def test_cuda_peak_is_at_least_the_saved_activations():
 
 # TensorAllocations / cpu_peak_bytes: every tensor an operation makes, followed until it is freed.
 
-from torch.utils.checkpoint import checkpoint, checkpoint_sequential  # noqa: E402
-
-from course_utils.memory import TensorAllocations, cpu_peak_bytes  # noqa: E402
-
 
 def test_allocations_follow_creation_and_freeing_and_skip_views():
     before = torch.ones(1000)
@@ -126,7 +127,8 @@ def test_allocations_follow_creation_and_freeing_and_skip_views():
         c = a + 1                             # b was freed first: still 8000 at most
         del a, v, c
     assert mem.peak_bytes == 8000 and mem.live_bytes == 0
-    assert [name for name, _ in mem.timeline] == ["ones.default", "view.default", "add_.Tensor", "t.default",
+    assert [name for name, _ in mem.timeline] == ["ones.default", "view.default",
+                                                  "add_.Tensor", "t.default",
                                                   "mul.Tensor", "add.Tensor"]
     assert [live for _, live in mem.timeline] == [4000, 4000, 4000, 4000, 8000, 8000]
     assert "peak 7.8 KiB" in repr(mem)
@@ -138,15 +140,17 @@ def test_at_peak_says_which_operations_made_what_is_alive_at_the_first_peak():
         b = a.exp()                           # 4000: 8000 alive
         c = a * 2                             # 4000: 12000, the peak
         del a, b, c
-        d = torch.zeros(3000)                 # 12000 again, made by one operation: not higher, the first peak stays
+        # 12000 again, made by one operation: not higher, the first peak stays
+        d = torch.zeros(3000)
         del d
     assert mem.at_peak == {"ones.default": 4000, "exp.default": 4000, "mul.Tensor": 4000}
     assert sum(mem.at_peak.values()) == mem.peak_bytes == 12000
     with TensorAllocations() as mem:
-        a = torch.ones(100)                   # 400
-        b = torch.ones(1000).exp()            # ones 4000 then exp 4000: 8400, the peak; then the ones is freed
+        _a = torch.ones(100)                  # 400
+        # ones 4000 then exp 4000: 8400, the peak; then the ones is freed
+        b = torch.ones(1000).exp()
         del b
-        c = torch.zeros(1500)                 # 6000 with a: lower, the peak's list stays
+        _c = torch.zeros(1500)                # 6000 with _a: lower, the peak's list stays
     assert mem.at_peak == {"ones.default": 4400, "exp.default": 4000}, mem.at_peak
     assert list(mem.at_peak) == ["ones.default", "exp.default"]   # largest first
 
@@ -172,12 +176,14 @@ def test_cpu_peak_sees_what_checkpoint_recomputes():
     blocks, x = chain(n, d), torch.randn(B, d)
     blocks(x).sum().backward()  # .grad exists: later steps add into it in place
     plain = cpu_peak_bytes(lambda: blocks(x).sum().backward())
-    ckpt = cpu_peak_bytes(lambda: checkpoint_sequential(blocks, 4, x, use_reentrant=False).sum().backward())
-    # n kept activations + 1 temporary; with 4 segments of 2: 3 kept inputs + 2 recomputed + 1 temporary.
-    # What is left over is one block's weight and bias gradients and a few scalars.
+    ckpt = cpu_peak_bytes(
+        lambda: checkpoint_sequential(blocks, 4, x, use_reentrant=False).sum().backward())
+    # n kept activations + 1 temporary; with 4 segments of 2: 3 kept inputs + 2 recomputed + 1
+    # temporary. What is left over is one block's weight and bias gradients and a few scalars.
     assert 0 <= plain - (n + 1) * act <= act // 2
     assert 0 <= ckpt - (3 + 2 + 1) * act <= act // 2
-    # Saved-tensor hooks outside the checkpoint see only its input: the recomputation is invisible to them.
+    # Saved-tensor hooks outside the checkpoint see only its input: the recomputation is invisible
+    # to them.
     with SavedTensors(exclude=blocks.parameters()) as saved:
         checkpoint(blocks, x, use_reentrant=False).sum().backward()
     assert saved.peak_bytes == act and saved.live_bytes == 0

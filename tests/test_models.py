@@ -298,15 +298,19 @@ def test_lazy_mlp_moved_to_cuda_before_first_batch():
     assert loss.device == device and model.net[1].weight.device == device
 
 
-# The transformer: torch's own pre-LayerNorm encoder layer with a causal mask is the oracle for a Block.
+# The transformer: torch's own pre-LayerNorm encoder layer with a causal mask is the oracle for a
+# Block.
 
 def _torch_layer(block):
-    """nn.TransformerEncoderLayer (norm_first, GELU, no dropout) holding `block`'s weights, float64."""
+    """nn.TransformerEncoderLayer (norm_first, GELU, no dropout) holding `block`'s weights,
+    float64."""
     d = block.ln1.normalized_shape[0]
     ref = nn.TransformerEncoderLayer(d, block.attn.num_heads, 4 * d, dropout=0.0, activation="gelu",
                                      batch_first=True, norm_first=True).double()
-    pairs = [(ref.self_attn.in_proj_weight, block.attn.qkv.weight), (ref.self_attn.in_proj_bias, block.attn.qkv.bias),
-             (ref.self_attn.out_proj.weight, block.attn.proj.weight), (ref.self_attn.out_proj.bias, block.attn.proj.bias),
+    pairs = [(ref.self_attn.in_proj_weight, block.attn.qkv.weight),
+             (ref.self_attn.in_proj_bias, block.attn.qkv.bias),
+             (ref.self_attn.out_proj.weight, block.attn.proj.weight),
+             (ref.self_attn.out_proj.bias, block.attn.proj.bias),
              (ref.linear1.weight, block.mlp[0].weight), (ref.linear1.bias, block.mlp[0].bias),
              (ref.linear2.weight, block.mlp[2].weight), (ref.linear2.bias, block.mlp[2].bias),
              (ref.norm1.weight, block.ln1.weight), (ref.norm1.bias, block.ln1.bias),
@@ -324,11 +328,13 @@ def test_block_is_torchs_causal_pre_layernorm_layer(fused, d, h, s):
     block = Block(d, h, fused).double()
     with torch.no_grad():
         for p in block.parameters():
-            p.copy_(0.3 * torch.randn_like(p))     # not the initial values: every weight and bias matters
+            # not the initial values: every weight and bias matters
+            p.copy_(0.3 * torch.randn_like(p))
     x = torch.randn(3, s, d, dtype=torch.float64, requires_grad=True)
     mask = nn.Transformer.generate_square_subsequent_mask(s, dtype=torch.float64)
     ref = _torch_layer(block)
-    torch.testing.assert_close(block(x), ref(x, src_mask=mask, is_causal=True), rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(block(x), ref(x, src_mask=mask, is_causal=True),
+                               rtol=1e-12, atol=1e-12)
     g_ours, = torch.autograd.grad(block(x).sum(), x)
     g_ref, = torch.autograd.grad(ref(x, src_mask=mask, is_causal=True).sum(), x)
     torch.testing.assert_close(g_ours, g_ref, rtol=1e-11, atol=1e-11)
@@ -343,12 +349,14 @@ def test_transformer_shapes_causality_and_loss():
     changed = idx.clone()
     changed[:, 5] = (changed[:, 5] + 1) % 11                                # a token at position 5
     after = model(changed)
-    torch.testing.assert_close(after[:, :5], logits[:, :5], rtol=0, atol=0)  # earlier positions cannot see it
+    # earlier positions cannot see it
+    torch.testing.assert_close(after[:, :5], logits[:, :5], rtol=0, atol=0)
     assert not torch.allclose(after[:, 5:], logits[:, 5:])
     targets = torch.randint(0, 11, (4, 9))
     want = -torch.log_softmax(logits, dim=-1).gather(-1, targets[..., None]).mean()
     torch.testing.assert_close(model.loss(logits, targets), want)
-    shorter = model(idx[:, :3])                                               # fewer positions than max_len
+    # fewer positions than max_len
+    shorter = model(idx[:, :3])
     torch.testing.assert_close(shorter, logits[:, :3])
     fused = Transformer(11, 16, 2, 2, 9, fused=True).double()
     fused.load_state_dict(model.state_dict())
@@ -361,7 +369,8 @@ def test_transformer_initialisation_is_gpt2s():
     assert all(float(m.weight.detach().std()) == pytest.approx(0.02, rel=0.15) for m in linears_)
     assert all(m.bias is None or not m.bias.any() for m in linears_)
     assert float(model.tok.weight.detach().std()) == pytest.approx(0.02, rel=0.1)
-    assert sum(p.numel() for p in model.parameters()) == 50 * 64 + 32 * 64 + 3 * (12 * 64 * 64 + 13 * 64) + 2 * 64 + 64 * 50
+    assert (sum(p.numel() for p in model.parameters())
+            == 50 * 64 + 32 * 64 + 3 * (12 * 64 * 64 + 13 * 64) + 2 * 64 + 64 * 50)
 
 
 def test_transformer_trains_on_sequences():
@@ -386,8 +395,8 @@ def test_transformer_bad_input():
     model = Transformer(8, 8, 2, 1, max_len=4)
     with pytest.raises(ValueError, match="sequences of 5 tokens are longer than max_len = 4"):
         model(torch.zeros(1, 5, dtype=torch.long))
-    with pytest.raises(TypeError, match=r"integer tensor of token ids of shape \(batch, seq\), got torch.Tensor "
-                                        r"torch.float32 of shape \(1, 3\)"):
+    with pytest.raises(TypeError, match=r"integer tensor of token ids of shape \(batch, seq\), got "
+                                        r"torch.Tensor torch.float32 of shape \(1, 3\)"):
         model(torch.zeros(1, 3))
     with pytest.raises(ValueError, match="num_layers must be a positive int, got 0"):
         Transformer(8, 8, 2, 0, 4)
@@ -396,13 +405,15 @@ def test_transformer_bad_input():
 @pytest.mark.cuda
 @pytest.mark.parametrize("fused", [False, True], ids=["scores", "fused"])
 def test_transformer_on_cuda_agrees_with_the_cpu(fused):
-    """Lesson 10's model is the same on a GPU: a copy moved there gives the CPU's logits, loss and gradients
-    (float32 matrix products without TF32, torch's default; fused attention through whichever kernel the GPU has)."""
+    """Lesson 10's model is the same on a GPU: a copy moved there gives the CPU's logits, loss and
+    gradients (float32 matrix products without TF32, torch's default; fused attention through
+    whichever kernel the GPU has)."""
     from course_utils.data import sequences
 
     device = try_gpu()
     torch.manual_seed(0)
-    model = Transformer(vocab_size=32, d_model=32, num_heads=4, num_layers=2, max_len=16, fused=fused)
+    model = Transformer(vocab_size=32, d_model=32, num_heads=4, num_layers=2,
+                        max_len=16, fused=fused)
     on_gpu = copy.deepcopy(model).to(device)
     idx, targets = sequences(n=4, seq_len=16, vocab_size=32, seed=0)
     out_cpu, out_gpu = model(idx), on_gpu(idx.to(device))

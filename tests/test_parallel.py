@@ -1,4 +1,5 @@
-"""course_utils.parallel: real process groups from a notebook, always reaped; and scripts/train_ddp.py under torchrun."""
+"""course_utils.parallel: real process groups from a notebook, always reaped; and
+scripts/train_ddp.py under torchrun."""
 
 import os
 import stat
@@ -14,7 +15,8 @@ import torch
 import torch.distributed as dist
 
 from course_utils import parallel
-from course_utils.parallel import WorkerError, init_from_env, pick_backend, run_workers, worker_device
+from course_utils.parallel import (WorkerError, init_from_env, pick_backend, run_workers,
+                                   worker_device)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -30,7 +32,8 @@ def summed(rank, world_size):
 def fails_on_rank_1(rank, world_size, pid_dir):
     write_pid(pid_dir, rank)
     if rank == 1:
-        wait_for_pid_files(pid_dir, world_size)  # so rank 0 is surely running (and then blocked) when rank 1 fails
+        # so rank 0 is surely running (and then blocked) when rank 1 fails
+        wait_for_pid_files(pid_dir, world_size)
         raise ValueError("rank 1 went wrong on purpose")
     dist.barrier()  # rank 0 waits here for a rank that never comes
 
@@ -50,7 +53,8 @@ def write_pid(pid_dir, rank):
 
 def wait_for_pid_files(pid_dir, world_size, seconds=10):
     deadline = time.monotonic() + seconds
-    while not all(Path(pid_dir, str(r)).exists() for r in range(world_size)) and time.monotonic() < deadline:
+    while (not all(Path(pid_dir, str(r)).exists() for r in range(world_size))
+           and time.monotonic() < deadline):
         time.sleep(0.01)
 
 
@@ -101,20 +105,24 @@ def tcp_listeners(pid):
     return listening
 
 
-LOOPBACK = ("0100007F:", "00000000000000000000000001000000:")   # 127.0.0.1 and ::1 in /proc/net/tcp{,6}
+# 127.0.0.1 and ::1 in /proc/net/tcp{,6}
+LOOPBACK = ("0100007F:", "00000000000000000000000001000000:")
 
 
 def rendezvous_seen(rank, world_size, parent_pid):
     """What a rank sees of its rendezvous: the store under the group's prefixes, its folder, whether
-    the process that called run_workers listens on TCP while the ranks run, and where gloo listens."""
+    the process that called run_workers listens on TCP while the ranks run, and where gloo
+    listens."""
     store = dist.distributed_c10d._get_default_store()
     while isinstance(store, dist.PrefixStore):
         store = store.underlying_store
     folder = os.path.dirname(store.path) if isinstance(store, dist.FileStore) else None
     info = os.stat(folder) if folder else None
     dist.barrier()  # both ranks are in the group while the caller is looked at
-    return {"store": type(store).__name__, "folder": folder, "mode": stat.S_IMODE(info.st_mode) if info else None,
-            "owner": info.st_uid if info else None, "caller_listens": sorted(tcp_listeners(parent_pid)),
+    return {"store": type(store).__name__, "folder": folder,
+            "mode": stat.S_IMODE(info.st_mode) if info else None,
+            "owner": info.st_uid if info else None,
+            "caller_listens": sorted(tcp_listeners(parent_pid)),
             "gloo_listens_on": sorted(tcp_listeners(os.getpid()).values())}
 
 
@@ -151,27 +159,36 @@ def test_the_rendezvous_is_a_file_in_a_private_folder_and_no_listening_socket(re
         seen = run_workers(rendezvous_seen, world_size=2, backend="gloo", args=(os.getpid(),))
         assert [s["store"] for s in seen] == ["FileStore", "FileStore"]
         assert seen[0]["folder"] == seen[1]["folder"] == rendezvous_folders[call]
-        assert seen[0]["mode"] == 0o700 and seen[0]["owner"] == os.getuid(), "a folder only this user can enter"
-        assert seen[0]["caller_listens"] == sorted(before), "run_workers' process listens on no new TCP socket"
+        assert seen[0]["mode"] == 0o700 and seen[0]["owner"] == os.getuid(), (
+            "a folder only this user can enter")
+        assert seen[0]["caller_listens"] == sorted(before), (
+            "run_workers' process listens on no new TCP socket")
         listens = [a for s in seen for a in s["gloo_listens_on"]]
-        assert listens and all(a.startswith(LOOPBACK) for a in listens), f"gloo on the loopback only: {listens}"
-        assert not Path(seen[0]["folder"]).exists(), "the folder and its store file are removed afterwards"
+        assert listens and all(a.startswith(LOOPBACK) for a in listens), (
+            f"gloo on the loopback only: {listens}")
+        assert not Path(seen[0]["folder"]).exists(), (
+            "the folder and its store file are removed afterwards")
     assert len(set(rendezvous_folders)) == 2
 
 
-def test_a_failing_rank_is_named_with_its_traceback_and_no_worker_is_left(tmp_path, rendezvous_folders):
+def test_a_failing_rank_is_named_with_its_traceback_and_no_worker_is_left(
+        tmp_path, rendezvous_folders):
     start = time.monotonic()
-    with pytest.raises(WorkerError, match=r"rank 1 of 2 failed: ValueError: rank 1 went wrong on purpose") as info:
-        run_workers(fails_on_rank_1, world_size=2, backend="gloo", timeout=30, args=(str(tmp_path),))
+    with pytest.raises(WorkerError, match=r"rank 1 of 2 failed: ValueError: rank 1 went "
+                                          r"wrong on purpose") as info:
+        run_workers(fails_on_rank_1, world_size=2, backend="gloo", timeout=30,
+                    args=(str(tmp_path),))
     assert info.value.rank == 1
     assert "fails_on_rank_1" in info.value.remote_traceback and "Traceback" in str(info.value)
-    assert time.monotonic() - start < 15, "the blocked rank 0 should be ended at once, not at the timeout"
+    assert time.monotonic() - start < 15, ("the blocked rank 0 should be ended at once, not "
+                                           "at the timeout")
     assert_gone(tmp_path, 2)
     assert len(rendezvous_folders) == 1 and not Path(rendezvous_folders[0]).exists()
 
 
 def test_a_rank_left_alone_in_a_collective_is_told_why():
-    with pytest.raises(WorkerError, match=r"rank 0 of 2 failed(.|\n)*ranks \[1\] had already returned"):
+    with pytest.raises(WorkerError,
+                       match=r"rank 0 of 2 failed(.|\n)*ranks \[1\] had already returned"):
         run_workers(only_rank_0_reduces, world_size=2, backend="gloo", timeout=30)
 
 
@@ -181,7 +198,8 @@ def test_a_hanging_worker_is_killed_at_the_timeout(tmp_path, rendezvous_folders)
         run_workers(hangs, world_size=2, backend="gloo", timeout=5, args=(str(tmp_path),))
     assert time.monotonic() - start < 15
     assert_gone(tmp_path, 2)
-    assert len(rendezvous_folders) == 1 and not Path(rendezvous_folders[0]).exists(), "removed after the kill too"
+    assert len(rendezvous_folders) == 1 and not Path(rendezvous_folders[0]).exists(), (
+        "removed after the kill too")
 
 
 def test_notebook_functions_travel_by_source_with_what_they_use(notebook_function):
@@ -205,7 +223,8 @@ def test_notebook_errors_show_the_notebook_line(notebook_function):
 
 
 def test_what_cannot_travel_is_refused_by_name(notebook_function):
-    ns = notebook_function("def uses_lock(rank, world_size):\n    return LOCK.locked()\n", LOCK=threading.Lock())
+    ns = notebook_function("def uses_lock(rank, world_size):\n    return LOCK.locked()\n",
+                           LOCK=threading.Lock())
     with pytest.raises(TypeError, match="'LOCK'"):
         run_workers(ns["uses_lock"], world_size=1)
     with pytest.raises(TypeError, match="lambda"):
@@ -213,8 +232,8 @@ def test_what_cannot_travel_is_refused_by_name(notebook_function):
 
 
 @pytest.mark.parametrize("kwargs, error", [
-    ({"world_size": 0}, ValueError), ({"world_size": 2.0}, ValueError), ({"backend": "mpi"}, ValueError),
-    ({"timeout": 0}, ValueError), ({"args": 3}, TypeError),
+    ({"world_size": 0}, ValueError), ({"world_size": 2.0}, ValueError),
+    ({"backend": "mpi"}, ValueError), ({"timeout": 0}, ValueError), ({"args": 3}, TypeError),
 ])
 def test_bad_arguments_are_refused(kwargs, error):
     with pytest.raises(error):
@@ -243,11 +262,13 @@ def test_backend_choice_and_the_environment_checks(monkeypatch):
 @pytest.mark.cuda
 def test_nccl_one_rank_computes_on_its_gpu_and_results_come_back_on_the_cpu():
     result = run_workers(summed, world_size=1, backend="nccl")[0]
-    assert result["device"] == "cuda:0" and result["sum"].device.type == "cpu" and result["sum"].item() == 1.0
+    assert (result["device"] == "cuda:0" and result["sum"].device.type == "cpu"
+            and result["sum"].item() == 1.0)
 
 
 @pytest.mark.cuda
-@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="NCCL across ranks needs at least 2 CUDA GPUs")
+@pytest.mark.skipif(torch.cuda.device_count() < 2,
+                    reason="NCCL across ranks needs at least 2 CUDA GPUs")
 def test_nccl_all_reduce_over_two_gpus():
     assert pick_backend(2) == "nccl"
     results = run_workers(summed, world_size=2)  # the same call as on CPUs: NCCL is picked
@@ -259,33 +280,42 @@ def test_nccl_all_reduce_over_two_gpus():
 def test_train_ddp_script_under_torchrun_matches_one_process():
     def train(nproc):
         proc = subprocess.run(
-            [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
+            [sys.executable, "-m", "torch.distributed.run", "--standalone",
+             f"--nproc_per_node={nproc}",
              "scripts/train_ddp.py", "--steps", "3", "--backend", "gloo"],
-            cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True, timeout=180)
+            cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True,
+            text=True, timeout=180)
         assert proc.returncode == 0, proc.stdout + proc.stderr
-        return [float(line.split()[-1]) for line in proc.stdout.splitlines() if line.startswith("step")], proc.stdout
+        return [float(line.split()[-1]) for line in proc.stdout.splitlines()
+                if line.startswith("step")], proc.stdout
 
     losses2, out2 = train(2)
     assert "world size 2, backend gloo" in out2 and len(losses2) == 3, out2
     losses1, _ = train(1)
-    assert losses2 == pytest.approx(losses1, rel=1e-4), "2 ranks on halves should train like 1 rank on the whole batch"
+    assert losses2 == pytest.approx(losses1, rel=1e-4), (
+        "2 ranks on halves should train like 1 rank on the whole batch")
 
 
 def test_a_worker_that_ran_an_unsolved_exercise_shows_one_line():
     from course_utils.exercises import NOT_ATTEMPTED
-    stub = WorkerError(0, 2, f"NotImplementedError: {NOT_ATTEMPTED}: replace this line with your code", "Traceback ...")
+    stub = WorkerError(0, 2, f"NotImplementedError: {NOT_ATTEMPTED}: replace this line "
+                             "with your code", "Traceback ...")
     shown = stub._render_traceback_()
-    assert len(shown) == 1 and "\n" not in shown[0] and shown[0].startswith("rank 0 of 2 failed: NotImplementedError")
+    assert (len(shown) == 1 and "\n" not in shown[0]
+            and shown[0].startswith("rank 0 of 2 failed: NotImplementedError"))
     other = WorkerError(1, 2, "ValueError: bad shape", "Traceback (most recent call last): ...")
-    assert "---- traceback in rank 1 ----" in "\n".join(other._render_traceback_()), "any other failure shows its traceback"
+    assert "---- traceback in rank 1 ----" in "\n".join(other._render_traceback_()), (
+        "any other failure shows its traceback")
     assert other.stub is None
 
 
 def test_a_worker_error_from_a_stub_carries_the_stub_named_by_its_function():
     from course_utils.exercises import NOT_ATTEMPTED, not_attempted_line, uses_your_code
     tb = ('Traceback (most recent call last):\n  File "/x/parallel.py", line 190, in _worker\n'
-          '  File "<notebook function sharded_sgd_step>", line 17, in sharded_sgd_step\nNotImplementedError: ...')
-    error = WorkerError(1, 2, f"NotImplementedError: {NOT_ATTEMPTED}: replace this line with your code", tb)
+          '  File "<notebook function sharded_sgd_step>", line 17, in sharded_sgd_step\n'
+          'NotImplementedError: ...')
+    error = WorkerError(1, 2, f"NotImplementedError: {NOT_ATTEMPTED}: replace this line "
+                              "with your code", tb)
     assert type(error.stub) is NotImplementedError and error.stub.exercise == "sharded_sgd_step"
     assert not_attempted_line(error.stub).startswith(f"{NOT_ATTEMPTED}: sharded_sgd_step (")
     with uses_your_code():  # a demonstration that starts workers waits for the exercise in one line

@@ -1,4 +1,5 @@
-"""course_utils.planner: a block's bytes exact, the step's peak predicted near the measured one, the widget redraws."""
+"""course_utils.planner: a block's bytes exact, the step's peak predicted near the measured one, the
+widget redraws."""
 
 import pytest
 import torch
@@ -10,8 +11,10 @@ from course_utils.planner import Plan, measure, planner, predict, saved_by_block
 
 
 def block_bytes(batch, seq, d_model, heads, fused=False):
-    """What one float32 Block saves (lesson 10's exercise 1, the oracle here), checked against SavedTensors below."""
-    return 4 * batch * seq * (16 * d_model + 4 + heads * (1 if fused else seq)) + (0 if fused else seq * seq)
+    """What one float32 Block saves (lesson 10's exercise 1, the oracle here), checked against
+    SavedTensors below."""
+    return (4 * batch * seq * (16 * d_model + 4 + heads * (1 if fused else seq))
+            + (0 if fused else seq * seq))
 
 
 def _saved_under_autocast(b, s, d, h, fused):
@@ -19,7 +22,8 @@ def _saved_under_autocast(b, s, d, h, fused):
         torch.manual_seed(0)
         block = Block(d, h, fused)
         x = torch.randn(b, s, d, requires_grad=True) * 1.0
-    with torch.autocast("cpu", dtype=torch.bfloat16), SavedTensors(exclude=block.parameters()) as saved:
+    with (torch.autocast("cpu", dtype=torch.bfloat16),
+          SavedTensors(exclude=block.parameters()) as saved):
         block(x)
     return saved.activation_bytes
 
@@ -27,12 +31,12 @@ def _saved_under_autocast(b, s, d, h, fused):
 @pytest.mark.parametrize("b, s, d, h", [(3, 16, 32, 4), (5, 8, 64, 2), (4, 5, 8, 1)])
 @pytest.mark.parametrize("fused", [False, True])
 def test_a_blocks_bytes_in_float32_and_scaled_under_autocast_are_exact(b, s, d, h, fused):
-    """float32: the caller's formula (here the oracle, checked); autocast: measured on one and two sequences,
-    scaled, equal to the measurement at b sequences."""
+    """float32: the caller's formula (here the oracle, checked); autocast: measured on one and two
+    sequences, scaled, equal to the measurement at b sequences."""
     plan = Plan(seq=s, d_model=d, heads=h, batch=b, fused=fused)
     assert saved_by_block(plan, b, block_bytes) == measured_block_bytes(b, s, d, h, fused)
-    assert saved_by_block(Plan(seq=s, d_model=d, heads=h, batch=b, fused=fused, bf16=True), b, None) == \
-        _saved_under_autocast(b, s, d, h, fused)
+    assert saved_by_block(Plan(seq=s, d_model=d, heads=h, batch=b, fused=fused, bf16=True),
+                          b, None) == _saved_under_autocast(b, s, d, h, fused)
 
 
 @pytest.mark.parametrize("plan", [
@@ -49,28 +53,35 @@ def test_the_predicted_step_is_near_the_measured_one(plan):
 
 
 def test_zero_divides_the_state_and_each_process_takes_its_share_of_the_batch():
-    one, four = predict(Plan(batch=64), block_bytes), predict(Plan(batch=64, processes=4, zero_stage=3), block_bytes)
+    one, four = (predict(Plan(batch=64), block_bytes),
+                 predict(Plan(batch=64, processes=4, zero_stage=3), block_bytes))
     for part in ("parameters", "momentum", "gradients"):
         assert four[part] == -(-one[part] // 4)
     assert four["activations"] < one["activations"] / 3.9
     stage1 = predict(Plan(batch=64, processes=4, zero_stage=1), block_bytes)
     assert stage1["momentum"] == four["momentum"] and stage1["gradients"] == one["gradients"]
-    # what is sharded is whole where it is used: stage 3 gathers one block's parameters while it runs, stages 2
-    # and 3 hold one block's gradients until they are reduce-scattered (FSDP, each block its own unit)
+    # what is sharded is whole where it is used: stage 3 gathers one block's parameters while it
+    # runs, stages 2 and 3 hold one block's gradients until they are reduce-scattered (FSDP, each
+    # block its own unit)
     stage2 = predict(Plan(batch=64, processes=4, zero_stage=2), block_bytes)
     block = 4 * sum(p.numel() for p in Block(64, 4).parameters())
-    quarter = predict(Plan(batch=16), block_bytes)["temporaries"]      # one process's own batch alone
-    assert (stage1["temporaries"], stage2["temporaries"], four["temporaries"]) == (quarter, quarter + block,
-                                                                                    quarter + 2 * block)
-    assert predict(Plan(batch=64, zero_stage=3), block_bytes)["temporaries"] == one["temporaries"]   # one process
-    assert measure(Plan(batch=64, processes=4), block_bytes) is None          # several processes: not measured here
-    assert measure(Plan(batch=256, seq=1024), block_bytes) is None            # too big to run at once
+    # one process's own batch alone
+    quarter = predict(Plan(batch=16), block_bytes)["temporaries"]
+    assert (stage1["temporaries"], stage2["temporaries"], four["temporaries"]) == (
+        quarter, quarter + block, quarter + 2 * block)
+    # one process
+    assert predict(Plan(batch=64, zero_stage=3), block_bytes)["temporaries"] == one["temporaries"]
+    # several processes: not measured here
+    assert measure(Plan(batch=64, processes=4), block_bytes) is None
+    # too big to run at once
+    assert measure(Plan(batch=256, seq=1024), block_bytes) is None
 
 
 def test_bad_plans_are_refused():
     with pytest.raises(ValueError, match=r"d_model \(60\) must be a multiple of heads \(8\)"):
         Plan(d_model=60, heads=8)
-    with pytest.raises(ValueError, match=r"the batch \(10\) must split evenly into processes x micro_batches"):
+    with pytest.raises(ValueError,
+                       match=r"the batch \(10\) must split evenly into processes x micro_batches"):
         Plan(batch=10, micro_batches=4)
     with pytest.raises(ValueError, match="zero_stage must be 0, 1, 2 or 3, got 4"):
         Plan(zero_stage=4)

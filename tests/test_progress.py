@@ -27,8 +27,10 @@ def test_in_a_notebook_one_output_is_updated(monkeypatch):
 
     shown, updated = [], []
     monkeypatch.setattr(prog, "_in_notebook", lambda: True)
-    monkeypatch.setattr(IPython.display, "display", lambda obj, raw, display_id: shown.append((obj, display_id)))
-    monkeypatch.setattr(IPython.display, "update_display", lambda obj, raw, display_id: updated.append((obj, display_id)))
+    monkeypatch.setattr(IPython.display, "display",
+                        lambda obj, raw, display_id: shown.append((obj, display_id)))
+    monkeypatch.setattr(IPython.display, "update_display",
+                        lambda obj, raw, display_id: updated.append((obj, display_id)))
     assert list(prog.progress(range(2), "steps")) == [0, 1]
     assert len(shown) == 1 and len(updated) == 3
     assert {d for _, d in updated} == {shown[0][1]}

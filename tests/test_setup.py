@@ -26,7 +26,8 @@ def test_import_has_no_side_effects():
     # Importing the course's modules must not seed or change warning filters (torch and numpy
     # add filters of their own on import, so they are imported first).
     code = (
-        "import torch, numpy, warnings, random; before = list(warnings.filters); state = random.getstate();"
+        "import torch, numpy, warnings, random; before = list(warnings.filters); "
+        "state = random.getstate();"
         "import course_utils, course_utils.devices, course_utils.models, course_utils.graph,"
         " course_utils.checks, course_utils.circuits, course_utils.authoring.nbgrader_cli,"
         " course_utils.memory, course_utils.data, course_utils.doctor, course_utils.progress;"

@@ -12,7 +12,8 @@ from course_utils.authoring import nbgrader_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 NAME = "00-start-here"
-pytestmark = pytest.mark.skipif(not (ROOT / "solutions" / NAME).is_dir(), reason=f"no solutions/{NAME}")
+pytestmark = pytest.mark.skipif(not (ROOT / "solutions" / NAME).is_dir(),
+                                reason=f"no solutions/{NAME}")
 
 
 def load(folder="solutions"):
@@ -24,7 +25,8 @@ def test_it_checks_the_set_up_and_has_no_exercises():
     assert nb.cells[0].source.startswith("# Start here")
     code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
     assert "doctor.report()" in code, "the start-here page runs the set-up checks"
-    assert not [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("solution") or c.metadata.get("nbgrader", {}).get("grade")]
+    assert not [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("solution")
+                or c.metadata.get("nbgrader", {}).get("grade")]
     assert len(nb.cells) <= 15, "keep the start-here page short"
 
 
@@ -34,11 +36,13 @@ def test_it_explains_validate_and_links_to_every_lesson():
     for name in nbgrader_cli.lessons(ROOT):
         if name != NAME:
             assert f"../{name}/{name}.ipynb" in text, f"the start-here page does not link to {name}"
-    assert re.search(r"\*\*Next:\*\* \[Lesson 01[^\]]*\]\(\.\./01-circuits/01-circuits\.ipynb\)", load().cells[-1].source)
+    assert re.search(r"\*\*Next:\*\* \[Lesson 01[^\]]*\]\(\.\./01-circuits/01-circuits\.ipynb\)",
+                     load().cells[-1].source)
 
 
 def test_it_is_released_for_learners():
-    assert nbgrader_cli.notebook_path(ROOT, "notebooks", NAME).exists(), f"run `bash course.sh release {NAME}`"
+    assert nbgrader_cli.notebook_path(ROOT, "notebooks", NAME).exists(), (
+        f"run `bash course.sh release {NAME}`")
     released = load("notebooks")
     assert [c.source for c in released.cells] == [c.source for c in load().cells]
 

@@ -1,4 +1,5 @@
-"""course_utils.stepcost: the peak, FLOPs and calls of a step, counted, and checkpointing left intact."""
+"""course_utils.stepcost: the peak, FLOPs and calls of a step, counted, and checkpointing left
+intact."""
 
 import torch
 from torch import nn
@@ -26,7 +27,8 @@ def test_what_the_step_raised_is_the_outcome():
 def test_checkpointing_still_frees_what_it_means_to_free():
     """FlopCounterMode keeps the tensors checkpoint drops; the course's own counter must not."""
     torch.manual_seed(0)
-    blocks = nn.Sequential(*(nn.Sequential(nn.Linear(64, 256), nn.GELU(), nn.Linear(256, 64)) for _ in range(6)))
+    blocks = nn.Sequential(
+        *(nn.Sequential(nn.Linear(64, 256), nn.GELU(), nn.Linear(256, 64)) for _ in range(6)))
     x = torch.randn(512, 64)
 
     def step():
@@ -44,5 +46,6 @@ def test_fused_attention_on_the_cpu_is_counted():
     q, k, v = (torch.randn(2, 4, 32, 8, requires_grad=True) for _ in range(3))
     written = measured_step(lambda: ((q @ k.transpose(-2, -1)).softmax(-1) @ v).sum().backward())
     fused = measured_step(lambda: F.scaled_dot_product_attention(q, k, v).sum().backward())
-    forward = 2 * (2 * 2 * 4 * 32 * 32 * 8)          # two batched products of (32 x 8) and (8 x 32) per head
+    # two batched products of (32 x 8) and (8 x 32) per head
+    forward = 2 * (2 * 2 * 4 * 32 * 32 * 8)
     assert written["flops"] >= 3 * forward and fused["flops"] >= 3 * forward

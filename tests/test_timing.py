@@ -1,4 +1,5 @@
-"""course_utils.timing.fastest_seconds: how many calls, which time comes back, when CUDA is synchronised.
+"""course_utils.timing.fastest_seconds: how many calls, which time comes back, when CUDA is
+synchronised.
 
 No assertion depends on how fast this machine is: the timed functions advance a fake clock, put in
 the place of perf_counter, by set amounts.
@@ -46,7 +47,8 @@ def test_one_call_by_default(clock):
 
 def test_repeat_timed_calls_after_warmup_untimed_ones_and_the_fastest_comes_back(clock):
     calls = []
-    durations = [9.0, 8.0, 0.75, 0.25, 0.5, 1.0]  # the first two are the warm-up: slow, and not counted
+    # the first two are the warm-up: slow, and not counted
+    durations = [9.0, 8.0, 0.75, 0.25, 0.5, 1.0]
     assert fastest_seconds(taking(clock, durations, calls), repeat=4, warmup=2) == 0.25
     assert len(calls) == 6
 
@@ -91,20 +93,26 @@ def test_budget_never_exceeds_repeat(clock):
 
 def test_the_budget_counts_from_the_first_timed_call_not_the_warmup(clock):
     calls = []
-    # The warm-up takes 10 s, more than the budget: the timed calls still run until 1 s of them has passed.
-    assert fastest_seconds(taking(clock, [10.0] + [0.25] * 10, calls), repeat=15, warmup=1, budget=1.0) == 0.25
+    # The warm-up takes 10 s, more than the budget: the timed calls still run until 1 s of them has
+    # passed.
+    assert fastest_seconds(taking(clock, [10.0] + [0.25] * 10, calls), repeat=15, warmup=1,
+                           budget=1.0) == 0.25
     assert len(calls) == 1 + 4
 
 
 def test_cpu_devices_are_not_synchronised(clock, monkeypatch):
-    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: pytest.fail("synchronised a CPU device"))
+    monkeypatch.setattr(torch.cuda, "synchronize",
+                        lambda *a: pytest.fail("synchronised a CPU device"))
     for device in (None, "cpu", torch.device("cpu")):
         assert fastest_seconds(taking(clock, [0.5, 0.25], []), repeat=2, device=device) == 0.25
 
 
-# Ids without the word "cuda": tests/conftest.py skips every test with that keyword where there is no GPU.
-@pytest.mark.parametrize("device", ["cuda", "cuda:0", torch.device("cuda", 0)], ids=["name", "name:index", "torch.device"])
-def test_cuda_is_synchronised_after_every_call_and_before_the_first_timed_one(clock, monkeypatch, device):
+# Ids without the word "cuda": tests/conftest.py skips every test with that keyword where there is
+# no GPU.
+@pytest.mark.parametrize("device", ["cuda", "cuda:0", torch.device("cuda", 0)],
+                         ids=["name", "name:index", "torch.device"])
+def test_cuda_is_synchronised_after_every_call_and_before_the_first_timed_one(
+        clock, monkeypatch, device):
     """torch.cuda.synchronize is replaced by a recorder: this runs on machines without a GPU too."""
     events = []
 

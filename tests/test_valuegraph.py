@@ -19,8 +19,10 @@ class V:
 
 @pytest.fixture
 def neuron():
-    """CS231n's sigmoid neuron folded into fewer nodes: z = w0*x0 + w1, f = sigmoid(z), grads filled in."""
-    w0, x0, w1 = V(2.0, label="w0", grad=-0.19661193), V(-1.0, label="x0", grad=0.39322387), V(-3.0, label="w1", grad=0.19661193)
+    """CS231n's sigmoid neuron folded into fewer nodes: z = w0*x0 + w1, f = sigmoid(z), grads filled
+    in."""
+    w0, x0, w1 = (V(2.0, label="w0", grad=-0.19661193), V(-1.0, label="x0", grad=0.39322387),
+                  V(-3.0, label="w1", grad=0.19661193))
     p = V(-2.0, (w0, x0), "*", grad=0.19661193, label="p")
     z = V(-5.0, (p, w1), "+", grad=0.19661193, label="z")
     f = V(0.0066928509, (z,), "sigmoid", grad=1.0, label="f")
@@ -84,11 +86,12 @@ def test_draw_shows_data_and_grad_of_every_value(neuron):
     assert isinstance(dot, graphviz.Digraph)
     src = dot.source
     assert "rankdir=LR" in src
-    for label, data, grad in [("f", "0.0067", "1.0000"), ("z", "-5.0000", "0.1966"), ("w0", "2.0000", "-0.1966"),
-                              ("x0", "-1.0000", "0.3932")]:
+    for label, data, grad in [("f", "0.0067", "1.0000"), ("z", "-5.0000", "0.1966"),
+                              ("w0", "2.0000", "-0.1966"), ("x0", "-1.0000", "0.3932")]:
         # left to right: label, data and grad stacked in a column, as a graphviz record would be
-        assert re.search(rf"<tr><td><b>{label}</b></td></tr><tr><td><font color=\"{GREEN}\">data {data}</font></td></tr>"
-                         rf"<tr><td><font color=\"{RED}\">grad {grad}</font></td></tr>", src), label
+        assert re.search(rf"<tr><td><b>{label}</b></td></tr><tr><td><font color=\"{GREEN}\">data "
+                         rf"{data}</font></td></tr><tr><td><font color=\"{RED}\">grad "
+                         rf"{grad}</font></td></tr>", src), label
     assert src.count(f'<font color="{GREEN}">') == 6 and src.count(f'<font color="{RED}">') == 6
     top_down = draw_values(f, rankdir="TB").source  # top to bottom: the three fields in one row
     assert re.search(rf"<tr><td><b>w0</b></td><td><font color=\"{GREEN}\">data 2.0000</font></td>"
@@ -98,9 +101,11 @@ def test_draw_shows_data_and_grad_of_every_value(neuron):
 def test_draw_has_a_circle_per_op_and_arrows_through_it(neuron):
     f, *_ = neuron
     src = draw_values(f).source
-    assert re.findall(r"(v\d+_op) \[label=(\S+) ", src) == [("v0_op", "sigmoid"), ("v1_op", '"+"'), ("v2_op", '"*"')]
+    assert re.findall(r"(v\d+_op) \[label=(\S+) ", src) == [("v0_op", "sigmoid"), ("v1_op", '"+"'),
+                                                            ("v2_op", '"*"')]
     assert src.count("shape=circle") == 3
-    for edge in ["v0_op -> v0", "v1 -> v0_op", "v1_op -> v1", "v2 -> v1_op", "v3 -> v1_op", "v4 -> v2_op", "v5 -> v2_op"]:
+    for edge in ["v0_op -> v0", "v1 -> v0_op", "v1_op -> v1", "v2 -> v1_op", "v3 -> v1_op",
+                 "v4 -> v2_op", "v5 -> v2_op"]:
         assert edge in src, edge
     assert src.count("->") == 8  # 3 op -> value, 5 input -> op
 
@@ -144,7 +149,8 @@ def test_node_without_what_draw_needs_names_the_missing_attributes():
         draw_values(NoGrad())
     with pytest.raises(TypeError, match=r"every node must be .* got a NoGrad without \.grad"):
         draw_values(V(1.0, (NoGrad(),), "exp"))
-    with pytest.raises(TypeError, match=r"root must be a micrograd-style value with \._prev; got a list without \._prev"):
+    with pytest.raises(TypeError, match=r"root must be a micrograd-style value with \._prev; "
+                                        r"got a list without \._prev"):
         trace([1, 2])
     with pytest.raises(TypeError, match=r"a child of V node 'out' .* got a int without \._prev"):
         trace(V(1.0, (1,), "exp", label="out"))

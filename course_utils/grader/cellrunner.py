@@ -144,11 +144,14 @@ def _frozen(fn):
 def _limit_self() -> None:
     """Apply the limits the grader passed in COURSE_LIMITS, a JSON object by name
     (course_utils.grader.worker: address_space, file_bytes, open_files, cpu_seconds and processes,
-    the last two null where not set): soft = hard, so the code that runs next cannot raise them."""
+    the last two null where not set): soft = hard, so the code that runs next cannot raise them.
+    Without COURSE_LIMITS the runner stops before any code runs: it never runs unlimited."""
     import resource
     values = os.environ.pop("COURSE_LIMITS", "")
     if not values:
-        return
+        raise SystemExit("course_utils.grader.cellrunner: COURSE_LIMITS is not set; start the "
+                         "runner through course_utils.grader.worker.Worker, which sets it from its "
+                         "Limits")
     given = json.loads(values)
     names = {"address_space", "file_bytes", "open_files", "cpu_seconds", "processes"}
     # null: the reference (no CPU limit), or not sandboxed (no process limit)

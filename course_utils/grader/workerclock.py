@@ -1,15 +1,16 @@
 """How long a grading worker has run on its own account: the clock its time limits are read from.
 
 On a shared machine the wall clock is not the learner's: with other work running, a cell that needs
-one second of CPU can take a minute. course_utils.grader.worker reads a worker's time per command (one
-cell, one judgement) from this clock instead:
+one second of CPU can take a minute. course_utils.grader.worker reads a worker's time per command
+(one cell, one judgement) from this clock instead:
 
     clock = Clock(pid, cgroup)       # the worker's outermost process, and its cgroup (or None)
     clock.start()                    # before the command
     r = clock.read()                 # r.wall, r.cpu, r.own, in seconds since start()
 
 - cpu: CPU time used by the worker's processes: its cgroup's usage where it has one (every process,
-  exited ones too), else the sum over its process tree (/proc/PID/stat, waited-for children included);
+  exited ones too), else the sum over its process tree (/proc/PID/stat, waited-for children
+  included);
 - held: how long the machine kept the worker as a whole from running, at least: since start(), for
   each of the worker's threads T, T's run-queue delay (the time it was runnable but waited for a
   CPU, /proc/TID/schedstat) less the CPU time all the worker's other threads got (the worker's CPU
@@ -40,8 +41,8 @@ process that leaves the tree (possible only outside the sandbox's PID namespace,
 orphans) counts as the machine's.
 
 The sandbox stops a command whose own time or CPU time passes the limit (the learner's doing), and
-one whose wall time passes Limits.overload_factor (course_utils.grader.worker) times the limit without
-that (the machine's: it is graded again).
+one whose wall time passes Limits.overload_factor (course_utils.grader.worker) times the limit
+without that (the machine's: it is graded again).
 Where /proc has no schedstat, held is 0 and own is the wall clock.
 """
 
@@ -65,7 +66,8 @@ class Reading:
 
 
 class Clock:
-    """A worker's CPU time and run-queue waits, read from outside it (see the module's docstring)."""
+    """A worker's CPU time and run-queue waits, read from outside it (see the module's
+    docstring)."""
 
     def __init__(self, pid: int, cgroup=None):
         self.pid, self.cgroup = pid, cgroup
@@ -121,7 +123,8 @@ def _held(start: dict[int, tuple[int, int]], now: dict[int, tuple[int, int]], cp
     deltas = []
     for tid, (ran, waited) in now.items():
         ran0, waited0 = start.get(tid, (0, 0))   # a thread born since: all its delay is within
-        if ran < ran0 or waited < waited0:       # an id used again by a new thread: all of it is new
+        # an id used again by a new thread: all of it is new
+        if ran < ran0 or waited < waited0:
             ran0 = waited0 = 0
         deltas.append((ran - ran0, waited - waited0))
     cpu_ns = max(cpu * 1e9, sum(ran for ran, _ in deltas))

@@ -19,7 +19,8 @@ mistake in the feedback, are here.
 
     l01     circuits: circuit_grads, numerical_gradient, gate_backward, second_circuit_grads
     l02     local gradients: neuron_grads, topological_order, the Value's ops, backward
-    l03     PyTorch autograd: the graph walk, saved tensors predicted, weight decay, a custom Function
+    l03     PyTorch autograd: the graph walk, saved tensors predicted, weight decay, a custom
+            Function
     l04     backprop through an MLP: gradient shapes, mlp_backward, the training memory budget
     l05     gradient accumulation: micro-batch weights, the accumulation loop, the plan
     l06     checkpointing: checkpoint_peak_bytes, checkpointed_forward, best_segments
@@ -31,10 +32,11 @@ mistake in the feedback, are here.
 
 A lesson whose probes start processes says so with `PROBES_START_PROCESSES = True` in its module
 (l08 and l09: their exercises run in process groups). The grader forbids process creation, from
-outside the learner's process, while any other lesson's test cell runs (course_utils.grader.lessonfile
-reads the constant; a lesson without it, or without a module, is forbidden): a rule checked inside the
-learner's process, such as l04's "without autograd" or l03's "predict, don't measure", would
-otherwise fall to a child process that does the forbidden work and sends back the result. An exercise
-whose rule is checked in the probe's own thread is named in `JUDGED_IN_ONE_THREAD` (l03's predict_saved):
-its test is refused while a thread the learner's code started in an earlier cell still runs.
+outside the learner's process, while any other lesson's test cell runs
+(course_utils.grader.lessonfile reads the constant; a lesson without it, or without a module, is
+forbidden): a rule checked inside the learner's process, such as l04's "without autograd" or l03's
+"predict, don't measure", would otherwise fall to a child process that does the forbidden work and
+sends back the result. An exercise whose rule is checked in the probe's own thread is named in
+`JUDGED_IN_ONE_THREAD` (l03's predict_saved): its test is refused while a thread the learner's code
+started in an earlier cell still runs.
 """

@@ -5,10 +5,12 @@ literals, or the hidden test's expect()).
 """
 
 from course_utils.checks import check_floats
-from course_utils.judging import Check, MALFORMED, call_name, check_raised, outcome, raised, results, value_of
+from course_utils.judging import (Check, MALFORMED, call_name, check_raised, outcome, raised,
+                                  results, value_of)
 
 GRAD_LABELS = ("df/dx", "df/dy", "df/dz")
-EXACT = {"rtol": 1e-12, "atol": 1e-15}   # sums and products of Python floats: float64's rounding, no more
+# sums and products of Python floats: float64's rounding, no more
+EXACT = {"rtol": 1e-12, "atol": 1e-15}
 
 
 def _near(a: float, b: float) -> bool:
@@ -25,22 +27,27 @@ def _circuit_mistakes(x, y, z) -> dict:
     q = x + y
     return {
         "every sign is flipped; keep the chain rule's signs as they are": (-z, -z, -q),
-        "the mul gate's inputs were not swapped: df/dq is the other input z, and df/dz is q": (q, q, z),
+        "the mul gate's inputs were not swapped: df/dq is the other input z, and df/dz is q":
+            (q, q, z),
         "these are the input values, not gradients": (x, y, z),
-        "x and y got only the add gate's local gradient 1: multiply it by the upstream gradient df/dq = z": (1.0, 1.0, q),
-        "df/dz was computed from x alone: the mul gate's other input is the add gate's output q = x + y": (z, z, x),
-        "df/dz was computed from y alone: the mul gate's other input is the add gate's output q = x + y": (z, z, y),
+        "x and y got only the add gate's local gradient 1: multiply it by the upstream "
+        "gradient df/dq = z": (1.0, 1.0, q),
+        "df/dz was computed from x alone: the mul gate's other input is the add gate's "
+        "output q = x + y": (z, z, x),
+        "df/dz was computed from y alone: the mul gate's other input is the add gate's "
+        "output q = x + y": (z, z, y),
     }
 
 
 def _judge_circuit_grads(got, want, cases):
     for g, w, (x, y, z) in zip(results(got, cases, "circuit_grads"), want, cases):
         name = call_name("circuit_grads", x, y, z)
-        check_floats(value_of(g, name), w, name, labels=GRAD_LABELS, mistakes=_circuit_mistakes(x, y, z),
-                     promised=tuple, **EXACT)
+        check_floats(value_of(g, name), w, name, labels=GRAD_LABELS,
+                     mistakes=_circuit_mistakes(x, y, z), promised=tuple, **EXACT)
 
 
-CIRCUIT_GRADS = Check("circuit_grads", lambda fn, cases: [outcome(fn, *case) for case in cases], _judge_circuit_grads)
+CIRCUIT_GRADS = Check("circuit_grads", lambda fn, cases: [outcome(fn, *case) for case in cases],
+                      _judge_circuit_grads)
 
 
 # Exercise 2: numerical_gradient(f, inputs, h=1e-5) -> central differences, inputs left unchanged.
@@ -55,9 +62,11 @@ def _difference_mistakes(f, point, h) -> dict:
         return f(*p)
     n = range(len(point))
     return {
-        "this is the forward difference (f(x+h) - f(x)) / h; use the central difference (f(x+h) - f(x-h)) / 2h":
+        "this is the forward difference (f(x+h) - f(x)) / h; use the central difference "
+        "(f(x+h) - f(x-h)) / 2h":
             [(shifted(i, h) - f(*point)) / h for i in n],
-        "the difference was divided by h instead of 2h": [(shifted(i, h) - shifted(i, -h)) / h for i in n],
+        "the difference was divided by h instead of 2h":
+            [(shifted(i, h) - shifted(i, -h)) / h for i in n],
         "the step h passed in was ignored (1e-5 was used instead)":
             [(shifted(i, 1e-5) - shifted(i, -1e-5)) / 2e-5 for i in n],
     }
@@ -75,15 +84,19 @@ def _probe_numerical_gradient(fn, cases):
 def _judge_numerical_gradient(got, want, cases):
     for g, w, (label, f, point, h) in zip(results(got, cases, "numerical_gradient"), want, cases):
         assert type(g) is dict and "inputs_after" in g, MALFORMED
-        name = f"numerical_gradient({label}, {point})" if h is None else f"numerical_gradient({label}, {point}, h={h})"
+        name = (f"numerical_gradient({label}, {point})" if h is None
+                else f"numerical_gradient({label}, {point}, h={h})")
         tol, atol = (1e-6, 1e-6) if h is None else (1e-9, 1e-12)
         check_floats(value_of(g, name), w, name, rtol=tol, atol=atol,
-                     mistakes=_difference_mistakes(f, point, 1e-5 if h is None else h), promised=list)
+                     mistakes=_difference_mistakes(f, point, 1e-5 if h is None else h),
+                     promised=list)
         assert g["inputs_after"] == list(point), (
-            f"numerical_gradient changed its inputs list from {list(point)} to {g['inputs_after']}: shift a copy")
+            f"numerical_gradient changed its inputs list from {list(point)} to "
+            f"{g['inputs_after']}: shift a copy")
 
 
-NUMERICAL_GRADIENT = Check("numerical_gradient", _probe_numerical_gradient, _judge_numerical_gradient)
+NUMERICAL_GRADIENT = Check("numerical_gradient", _probe_numerical_gradient,
+                           _judge_numerical_gradient)
 
 
 # Exercise 3: gate_backward(op, a, b, upstream) -> (d/da, d/db); ValueError for an unknown op.
@@ -91,22 +104,29 @@ NUMERICAL_GRADIENT = Check("numerical_gradient", _probe_numerical_gradient, _jud
 
 def _gate_mistakes(op, a, b, up) -> dict:
     if op == "add":
-        return {"the upstream gradient was not multiplied in (add's local gradients are 1 and 1)": (1.0, 1.0)}
+        return {"the upstream gradient was not multiplied in (add's local gradients are 1 and 1)":
+                    (1.0, 1.0)}
     if op == "mul":
-        return {"the inputs were not swapped: a's gradient is b * upstream, b's is a * upstream": (a * up, b * up),
+        return {"the inputs were not swapped: a's gradient is b * upstream, b's is a * upstream":
+                    (a * up, b * up),
                 "the upstream gradient was not multiplied in": (b, a)}
     if a == b:
-        return {"at a tie max sent the whole gradient to a; split it equally as torch.maximum does": (up, 0.0),
-                "at a tie max sent the whole gradient to b; split it equally as torch.maximum does": (0.0, up),
-                "at a tie each input should get half the upstream gradient, not all of it": (up, up)}
+        return {"at a tie max sent the whole gradient to a; split it equally as torch.maximum does":
+                    (up, 0.0),
+                "at a tie max sent the whole gradient to b; split it equally as torch.maximum does":
+                    (0.0, up),
+                "at a tie each input should get half the upstream gradient, not all of it":
+                    (up, up)}
     hi, lo = (up, 0.0) if a > b else (0.0, up)
-    split = (f"a and b differ (by {abs(a - b):.1g}) but max split the gradient as at a tie: only exactly equal inputs "
-             f"tie (a == b, no tolerance)" if _near(a, b) else
-             "max split the gradient although a and b differ: only a tie (a == b) splits it; otherwise all of it goes "
-             "to the larger input")
-    return {"the gradient went to the smaller input; max routes it to the larger": (lo, hi), split: (up / 2, up / 2),
+    split = (f"a and b differ (by {abs(a - b):.1g}) but max split the gradient as at a tie: only "
+             "exactly equal inputs tie (a == b, no tolerance)" if _near(a, b) else
+             "max split the gradient although a and b differ: only a tie (a == b) splits it; "
+             "otherwise all of it goes to the larger input")
+    return {"the gradient went to the smaller input; max routes it to the larger": (lo, hi),
+            split: (up / 2, up / 2),
             "the upstream gradient was not multiplied in": (1.0, 0.0) if a > b else (0.0, 1.0),
-            "max passed the gradient to both inputs; it routes all of it to the larger one only": (up, up)}
+            "max passed the gradient to both inputs; it routes all of it to the larger one only":
+                (up, up)}
 
 
 def _probe_gate_backward(fn, cases):
@@ -116,11 +136,13 @@ def _probe_gate_backward(fn, cases):
 
 def _judge_gate_backward(got, want, cases):
     assert type(got) is dict and set(got) == {"grads", "raised"}, MALFORMED
-    for g, w, (op, a, b, up) in zip(results(got["grads"], cases["gates"], "gate_backward"), want, cases["gates"]):
+    for g, w, (op, a, b, up) in zip(results(got["grads"], cases["gates"], "gate_backward"), want,
+                                    cases["gates"]):
         name = call_name("gate_backward", op, a, b, up)
         check_floats(value_of(g, name), w, name, labels=("d/da", "d/db"),
                      mistakes=_gate_mistakes(op, a, b, up), promised=tuple, **EXACT)
-    for r, op in zip(results(got["raised"], cases["bad_ops"], "gate_backward with an unknown op"), cases["bad_ops"]):
+    for r, op in zip(results(got["raised"], cases["bad_ops"], "gate_backward with an unknown op"),
+                     cases["bad_ops"]):
         check_raised(r, call_name("gate_backward", op, 1.0, 2.0, 1.0))
 
 
@@ -132,22 +154,27 @@ GATE_BACKWARD = Check("gate_backward", _probe_gate_backward, _judge_gate_backwar
 
 def _second_mistakes(x, y, z, w) -> dict:
     if z == w:
-        return {"at the tie z = w the max gate sent the whole gradient to z; split it equally as torch.maximum does":
+        return {"at the tie z = w the max gate sent the whole gradient to z; split it equally as "
+                "torch.maximum does":
                     (2 * y, 2 * x, 2.0, 0.0),
-                "at the tie z = w the max gate sent the whole gradient to w; split it equally as torch.maximum does":
+                "at the tie z = w the max gate sent the whole gradient to w; split it equally as "
+                "torch.maximum does":
                     (2 * y, 2 * x, 0.0, 2.0),
                 "at the tie z = w the max gate passed the whole gradient to both; each gets half":
                     (2 * y, 2 * x, 2.0, 2.0)}
     big, small = (2.0, 0.0) if z > w else (0.0, 2.0)
     return {
-        (f"z and w differ (by {abs(z - w):.1g}) but the max gate split the gradient as at a tie: only exactly equal "
-         f"inputs tie (z == w, no tolerance)" if _near(z, w) else
-         "the max gate split the gradient although z and w differ: only a tie (z == w) splits it; otherwise all of "
-         "it goes to the larger input"): (2 * y, 2 * x, 1.0, 1.0),
-        "the factor 2 of the last gate is missing: every gradient must be multiplied by it": (y, x, big / 2, small / 2),
-        "the mul gate's inputs were not swapped: df/dx is 2y and df/dy is 2x": (2 * x, 2 * y, big, small),
+        (f"z and w differ (by {abs(z - w):.1g}) but the max gate split the gradient as at a tie: "
+         "only exactly equal inputs tie (z == w, no tolerance)" if _near(z, w) else
+         "the max gate split the gradient although z and w differ: only a tie (z == w) splits it; "
+         "otherwise all of it goes to the larger input"): (2 * y, 2 * x, 1.0, 1.0),
+        "the factor 2 of the last gate is missing: every gradient must be multiplied by it":
+            (y, x, big / 2, small / 2),
+        "the mul gate's inputs were not swapped: df/dx is 2y and df/dy is 2x":
+            (2 * x, 2 * y, big, small),
         "the max gate routed the gradient to the smaller of z and w": (2 * y, 2 * x, small, big),
-        "the max gate passed the gradient to both z and w; it routes it to the larger only": (2 * y, 2 * x, 2.0, 2.0),
+        "the max gate passed the gradient to both z and w; it routes it to the larger only":
+            (2 * y, 2 * x, 2.0, 2.0),
     }
 
 
@@ -158,5 +185,6 @@ def _judge_second_circuit(got, want, cases):
                      mistakes=_second_mistakes(*point), promised=tuple, **EXACT)
 
 
-SECOND_CIRCUIT = Check("second_circuit_grads", lambda fn, cases: [outcome(fn, *case) for case in cases],
+SECOND_CIRCUIT = Check("second_circuit_grads",
+                       lambda fn, cases: [outcome(fn, *case) for case in cases],
                        _judge_second_circuit)

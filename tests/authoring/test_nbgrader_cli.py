@@ -1,4 +1,5 @@
-"""course_utils.authoring.nbgrader_cli: the parts that need no nbgrader run (the pipeline is tests/grader/test_preprocessors.py)."""
+"""course_utils.authoring.nbgrader_cli: the parts that need no nbgrader run (the pipeline is
+tests/grader/test_preprocessors.py)."""
 
 import pytest
 
@@ -10,16 +11,19 @@ def students(rounds):
 
 
 def test_rounds_put_one_mutant_per_exercise_and_leave_one_exercise_right():
-    ms = [dict(cell=c, student=f"{c}{i}") for c, n in (("a", 2), ("b", 1), ("c", 3)) for i in range(n)]
+    ms = [dict(cell=c, student=f"{c}{i}") for c, n in (("a", 2), ("b", 1), ("c", 3))
+          for i in range(n)]
     rounds = mutant_rounds(ms)
-    assert students(rounds) == [["a0", "c0"], ["a1", "c1"], ["b0", "c2"]]   # the busiest exercises first
+    # the busiest exercises first
+    assert students(rounds) == [["a0", "c0"], ["a1", "c1"], ["b0", "c2"]]
     for r in rounds:
         cells = [m["cell"] for m in r]
         assert len(cells) == len(set(cells)) <= 2
     assert sorted(m["student"] for r in rounds for m in r) == sorted(m["student"] for m in ms)
 
 
-@pytest.mark.parametrize("counts", [(3, 3, 4, 3), (8, 14, 10), (5, 5, 6, 7), (12, 9, 7), (1, 1), (4,)])
+@pytest.mark.parametrize("counts",
+                         [(3, 3, 4, 3), (8, 14, 10), (5, 5, 6, 7), (12, 9, 7), (1, 1), (4,)])
 def test_rounds_are_as_few_as_the_rules_allow(counts):
     """As many rounds as the busiest exercise has mutants, or as it takes to change all but one
     exercise per round, whichever is more."""

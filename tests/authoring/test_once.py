@@ -20,7 +20,8 @@ def test_work_is_done_once_per_key_and_a_failure_is_not_done_again():
     with pytest.raises(TimeoutError, match="it hung"):   # in full, to the first that needs it
         once("bad")
     for _ in range(3):
-        with pytest.raises(FailedEarlier, match="grading bad failed once, reported in full .*: TimeoutError: it hung"):
+        with pytest.raises(FailedEarlier, match="grading bad failed once, reported in full .*: "
+                                                "TimeoutError: it hung"):
             once("bad")
     assert calls == ["a", "bad"]
 
@@ -28,5 +29,6 @@ def test_work_is_done_once_per_key_and_a_failure_is_not_done_again():
 def test_many_keys_go_through_the_runner_given():
     ran = []
     once = Once("releasing", lambda key: key * 2)
-    once.ensure(["x", "y"], run_many=lambda fn, keys: ran.append(list(keys)) or [fn(k) for k in keys])
+    once.ensure(
+        ["x", "y"], run_many=lambda fn, keys: ran.append(list(keys)) or [fn(k) for k in keys])
     assert ran == [["x", "y"]] and once("y") == "yy"

@@ -1,4 +1,5 @@
-"""Driving JupyterLab from the browser tests: start a server, open pages, run notebooks, take screenshots.
+"""Driving JupyterLab from the browser tests: start a server, open pages, run notebooks, take
+screenshots.
 
 Used by conftest.py (the session's server, browser and pages) and the test modules of tests/browser.
 The page side is lab.js, installed in every page as window.course.
@@ -23,10 +24,12 @@ DOCS_SHOTS = ROOT / "docs" / "screenshots"
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                   "--disable-component-update", "--no-first-run", "--disable-dev-shm-usage"]
 VIEWPORT = {"width": 1280, "height": 800}
-SMALL_SCREEN = {"width": 1366, "height": 768}  # a common laptop screen: every slider must still be draggable
+# a common laptop screen: every slider must still be draggable
+SMALL_SCREEN = {"width": 1366, "height": 768}
 RUN_TIMEOUT_S = 300  # one notebook, Run All to the end; each lesson takes well under a minute
 # The few screenshots shown in README.md: docs/screenshots/NAME <- build/screenshots/NAME, made by
-# the tests (test_lessons_in_browser.py); refreshed by `pytest -m browser --refresh-docs-screenshots`.
+# the tests (test_lessons_in_browser.py); refreshed by
+# `pytest -m browser --refresh-docs-screenshots`.
 DOCS = {  # README file: (screenshot the tests made, width in pixels)
     "overview.png": ("overview.png", 1280),
     "circuit.png": ("01-circuits-widget.png", 900),
@@ -35,7 +38,8 @@ DOCS = {  # README file: (screenshot the tests made, width in pixels)
 
 
 def find_chromium() -> str | None:
-    """The system's Chromium: $CHROMIUM, else chromium, chromium-browser or google-chrome on PATH."""
+    """The system's Chromium: $CHROMIUM, else chromium, chromium-browser or google-chrome on
+    PATH."""
     if os.environ.get("CHROMIUM"):
         return shutil.which(os.environ["CHROMIUM"])
     for name in ("chromium", "chromium-browser", "google-chrome"):
@@ -88,22 +92,26 @@ def start_lab(root: Path, settings: Path, extra_env: dict | None = None, course_
     port, token = free_port(), secrets.token_hex(16)
     env = dict(os.environ, **(extra_env or {}))
     env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
-    env["JUPYTERLAB_SETTINGS_DIR"] = str(settings / "user-settings")  # not the tester's own settings
+    # not the tester's own settings
+    env["JUPYTERLAB_SETTINGS_DIR"] = str(settings / "user-settings")
     env["JUPYTERLAB_WORKSPACES_DIR"] = str(settings / "workspaces")
     # The one setting the tests add: record each cell's run time in its metadata (for the
     # long-cells test). Nothing a learner sees depends on it.
-    tracker = settings / "user-settings" / "@jupyterlab" / "notebook-extension" / "tracker.jupyterlab-settings"
+    tracker = (settings / "user-settings" / "@jupyterlab" / "notebook-extension"
+               / "tracker.jupyterlab-settings")
     tracker.parent.mkdir(parents=True, exist_ok=True)
     tracker.write_text(json.dumps({"recordTiming": True}))
     env.pop("NBGRADER_EXECUTION", None)
-    args = ["--no-browser", "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}", "--ServerApp.port_retries=0",
-            f"--IdentityProvider.token={token}", "--LabApp.expose_app_in_browser=True"]
+    args = ["--no-browser", "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}",
+            "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}",
+            "--LabApp.expose_app_in_browser=True"]
     if course_sh:
         cmd = ["bash", str(ROOT / "course.sh"), "lab", *args]
     else:
         cmd = [sys.executable, "-m", "jupyterlab", *args, f"--ServerApp.root_dir={root}"]
         if hasattr(os, "geteuid") and os.geteuid() == 0:
-            cmd.append("--allow-root")  # as `course.sh lab` does: containers and CI often run as root
+            # as `course.sh lab` does: containers and CI often run as root
+            cmd.append("--allow-root")
     log = settings / "server.log"
     proc = subprocess.Popen(cmd, cwd=root, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT)
     lab = Lab(f"http://127.0.0.1:{port}", token, root, log, proc)
@@ -141,19 +149,22 @@ def copy_course(dest: Path) -> Path:
 
 @dataclass
 class LessonRun:
-    """What the learner saw in a lesson: both notebooks run to the end, the circuit widget dragged."""
+    """What the learner saw in a lesson: both notebooks run to the end, the circuit widget
+    dragged."""
 
     name: str
     solution: dict
     student: dict
     widget: dict | None = None  # the first slider dragged: SVG text and readout before and after
-    sliders: list = field(default_factory=list)  # the last widget's sliders at SMALL_SCREEN: track width, readouts
+    # the last widget's sliders at SMALL_SCREEN: track width, readouts
+    sliders: list = field(default_factory=list)
     load: float = 1.0  # the machine's load per core (1-minute average) when the run ended
     shots: dict = field(default_factory=dict)
 
 
 class Lane:
-    """One browser page with JupyterLab open in a workspace of its own, and window.course installed."""
+    """One browser page with JupyterLab open in a workspace of its own, and window.course
+    installed."""
 
     def __init__(self, browser, lab: Lab, name: str):
         self.lab = lab
@@ -164,17 +175,19 @@ class Lane:
 
     def load(self, path: str) -> None:
         self.page.goto(self.lab.url(path))
-        self.page.wait_for_function("() => window.jupyterapp && window.jupyterapp.started", timeout=90_000)
+        self.page.wait_for_function("() => window.jupyterapp && window.jupyterapp.started",
+                                    timeout=90_000)
         self.page.evaluate("() => window.jupyterapp.restored")
         self.page.evaluate((Path(__file__).parent / "lab.js").read_text())
 
     def start(self, path: str) -> None:
-        """Run > Run All Cells in the notebook at path, once (window.course.start); result() waits for it."""
+        """Run > Run All Cells in the notebook at path, once (window.course.start); result() waits
+        for it."""
         self.page.evaluate("p => window.course.start(p)", path)
 
     def result(self, path: str, timeout_s: float = RUN_TIMEOUT_S) -> dict:
-        self.page.wait_for_function("p => window.course.runs()[p] && window.course.runs()[p].done", arg=path,
-                                    timeout=timeout_s * 1000, polling=500)
+        self.page.wait_for_function("p => window.course.runs()[p] && window.course.runs()[p].done",
+                                    arg=path, timeout=timeout_s * 1000, polling=500)
         run = self.page.evaluate("p => window.course.runs()[p]", path)
         if "error" in run:
             raise RuntimeError(f"running {path} in JupyterLab failed: {run['error']}")
@@ -184,8 +197,10 @@ class Lane:
         self.page.evaluate("p => window.course.open(p).then(() => null)", path)
 
     def scroll_to(self, path: str, index: int) -> None:
-        """Bring cell `index` of the notebook at path to the top of the screen (-1: the last cell)."""
-        self.page.evaluate("([p, i]) => window.course.scrollTo(p, i < 0 ? window.course.panels[p].content.widgets.length + i : i)",
+        """Bring cell `index` of the notebook at path to the top of the screen (-1: the last
+        cell)."""
+        self.page.evaluate("([p, i]) => window.course.scrollTo(p, i < 0 ? "
+                           "window.course.panels[p].content.widgets.length + i : i)",
                            [path, index])
         self.page.wait_for_timeout(300)
 
@@ -215,8 +230,9 @@ def first_cell(result: dict, pred) -> int | None:
 
 
 def drag_first_slider(lane: Lane) -> dict | None:
-    """Drag the first widget slider of the notebook on screen 30 px to the right, as a learner does with
-    the mouse; return the text of the figure's SVG (a circuit, a planner) and the slider's readout before and after."""
+    """Drag the first widget slider of the notebook on screen 30 px to the right, as a learner does
+    with the mouse; return the text of the figure's SVG (a circuit, a planner) and the slider's
+    readout before and after."""
     panel = lane.panel()
     handles = panel.locator(".widget-slider .noUi-handle")
     if handles.count() == 0:
@@ -230,7 +246,8 @@ def drag_first_slider(lane: Lane) -> dict | None:
     readout = panel.locator(".widget-slider .widget-readout").first
 
     def state():
-        return {"svg": svg.inner_html() if svg.count() else "", "readout": readout.inner_text() if readout.count() else ""}
+        return {"svg": svg.inner_html() if svg.count() else "",
+                "readout": readout.inner_text() if readout.count() else ""}
 
     before = state()
     box = handle.bounding_box()
@@ -249,9 +266,9 @@ def drag_first_slider(lane: Lane) -> dict | None:
 
 
 def drag_each_slider_on_a_small_screen(lane: Lane, path: str, index: int, shot: str) -> list[dict]:
-    """At SMALL_SCREEN, each slider of the widget in cell `index` of the notebook at path: the width of
-    its track in pixels and its readout before and after its handle is dragged 30 px to the right.
-    A screenshot of the cell afterwards goes to `shot`."""
+    """At SMALL_SCREEN, each slider of the widget in cell `index` of the notebook at path: the width
+    of its track in pixels and its readout before and after its handle is dragged 30 px to the
+    right. A screenshot of the cell afterwards goes to `shot`."""
     lane.page.set_viewport_size(SMALL_SCREEN)
     try:
         lane.scroll_to(path, index)
@@ -260,7 +277,8 @@ def drag_each_slider_on_a_small_screen(lane: Lane, path: str, index: int, shot: 
         for k in range(sliders.count()):
             slider = sliders.nth(k)
             slider.scroll_into_view_if_needed()
-            track, handle = slider.locator(".noUi-target").first, slider.locator(".noUi-handle").first
+            track, handle = (slider.locator(".noUi-target").first,
+                             slider.locator(".noUi-handle").first)
             readout = slider.locator(".widget-readout").first
             before, box = readout.inner_text(), handle.bounding_box()
             x, y = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
@@ -289,4 +307,5 @@ def optimise_png(src: Path, dest: Path, width: int) -> None:
         im = im.convert("RGB")
         if im.width > width:
             im = im.resize((width, round(im.height * width / im.width)), Image.Resampling.LANCZOS)
-        im.quantize(colors=256, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE).save(dest, optimize=True)
+        im.quantize(colors=256, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE).save(
+            dest, optimize=True)

@@ -1,7 +1,7 @@
 """Every lesson in JupyterLab 4 in Chromium, run the way a learner runs it, and what it shows.
 
-For each lesson (course_utils.authoring.nbgrader_cli.lessons) the solution notebook and the student notebook run
-at the same time in two pages of one browser (conftest.py: lesson_runs):
+For each lesson (course_utils.authoring.nbgrader_cli.lessons) the solution notebook and the student
+notebook run at the same time in two pages of one browser (conftest.py: lesson_runs):
 
 - the solution notebook: Run > Run All Cells. It must run to the end with no traceback.
 - the student notebook (as released, exercises not attempted): Run > Run All Cells, once. It must
@@ -38,7 +38,8 @@ def committed(name: str) -> nbformat.NotebookNode:
 
 def committed_outputs(name: str, mime: str) -> int:
     """How many outputs of this mime type the committed solution notebook has."""
-    return sum(mime in o.get("data", {}) for c in committed(name).cells for o in c.get("outputs", []))
+    return sum(mime in o.get("data", {}) for c in committed(name).cells
+               for o in c.get("outputs", []))
 
 
 def exercise_names(name: str) -> dict[str, list[str]]:
@@ -52,7 +53,8 @@ def exercise_names(name: str) -> dict[str, list[str]]:
 
 
 def errors(result: dict) -> list[tuple[int, dict]]:
-    return [(c["index"], o) for c in result["cells"] for o in c.get("outputs", []) if o["type"] == "error"]
+    return [(c["index"], o) for c in result["cells"] for o in c.get("outputs", [])
+            if o["type"] == "error"]
 
 
 def not_run(result: dict) -> list[int]:
@@ -68,8 +70,10 @@ def describe_error(index: int, out: dict) -> str:
 def test_solution_notebook_runs_without_traceback(lesson_runs, name):
     run = lesson_runs(name).solution
     bad = [(i, o) for i, o in errors(run)
-           if "raises-exception" not in run["cells"][i]["tags"]]  # a cell tagged so raises on purpose
-    assert not bad, f"{name}: the solution notebook shows a traceback:\n" + "\n".join(describe_error(i, o) for i, o in bad)
+           # a cell tagged so raises on purpose
+           if "raises-exception" not in run["cells"][i]["tags"]]
+    assert not bad, (f"{name}: the solution notebook shows a traceback:\n"
+                     + "\n".join(describe_error(i, o) for i, o in bad))
     tracebacks = [c["index"] for c in run["cells"] for o in c.get("outputs", [])
                   if o["type"] == "stream" and o["name"] == "stderr" and "Traceback" in o["text"]]
     assert not tracebacks, f"{name}: cells {tracebacks} print a traceback to stderr"
@@ -80,17 +84,19 @@ def test_solution_notebook_runs_without_traceback(lesson_runs, name):
 def test_student_notebook_runs_to_the_end_in_one_run_all(lesson_runs, name):
     run = lesson_runs(name).student
     shown = errors(run)
-    assert not shown, (f"{name}: with the exercises not attempted yet, Run All meets errors (a demonstration that "
-                       f"runs an exercise's code needs `with uses_your_code():`; a test cell, a Check):\n"
+    assert not shown, (f"{name}: with the exercises not attempted yet, Run All meets errors (a "
+                       "demonstration that runs an exercise's code needs `with uses_your_code():`; "
+                       "a test cell, a Check):\n"
                        + "\n".join(describe_error(i, o) for i, o in shown))
-    assert run["ok"] and not not_run(run), f"{name}: one Run All did not reach the end: cells {not_run(run)} did not run"
+    assert run["ok"] and not not_run(run), (f"{name}: one Run All did not reach the end: cells "
+                                            f"{not_run(run)} did not run")
     for c in run["cells"]:
         meta = c["nbgrader"] or {}
         if meta.get("grade") and meta.get("grade_id", "").endswith("_test"):
             said = " ".join(o["text"] for o in c["outputs"] if o["type"] == "stream")
             assert NOT_ATTEMPTED in said and said.count("\n") == 1, (
-                f"{name}: the test cell {meta['grade_id']} of the untouched notebook should print one line "
-                f"'{NOT_ATTEMPTED}: ...', it shows {said!r}")
+                f"{name}: the test cell {meta['grade_id']} of the untouched notebook should print "
+                f"one line '{NOT_ATTEMPTED}: ...', it shows {said!r}")
 
 
 @pytest.mark.parametrize("name", LESSONS)
@@ -103,33 +109,40 @@ def test_figures_render(lesson_runs, name):
         for which, run in (("solution", runs.solution), ("student", runs.student)):
             in_model = sum(mime in o["mimes"] for c in run["cells"] for o in c.get("outputs", []))
             sizes = [s for c in run["cells"] for s in c.get(kind, [])]
-            assert len(sizes) == in_model, f"{name} ({which}): {in_model} {mime} outputs, {len(sizes)} rendered"
-            assert all(w > 20 and h > 20 for w, h in sizes), f"{name} ({which}): a {kind} figure is empty: {sizes}"
+            assert len(sizes) == in_model, (f"{name} ({which}): {in_model} {mime} outputs, "
+                                            f"{len(sizes)} rendered")
+            assert all(w > 20 and h > 20 for w, h in sizes), (
+                f"{name} ({which}): a {kind} figure is empty: {sizes}")
             if which == "solution":
-                assert in_model >= want, f"{name}: the committed solution shows {want} {mime} figures, the browser {in_model}"
+                assert in_model >= want, (f"{name}: the committed solution shows {want} {mime} "
+                                          f"figures, the browser {in_model}")
 
 
-INTERACTIVE_LESSONS = [n for n in LESSONS if committed_outputs(n, "application/vnd.jupyter.widget-view+json")]
+INTERACTIVE_LESSONS = [n for n in LESSONS
+                       if committed_outputs(n, "application/vnd.jupyter.widget-view+json")]
 
 
 @pytest.mark.parametrize("name", INTERACTIVE_LESSONS)
 def test_interactive_figure_responds_to_a_slider_drag(lesson_runs, name):
-    """Lesson 01's circuit and lesson 10's memory planner: the numbers the figure shows change when its first
-    slider is dragged, as the kernel recomputes them."""
+    """Lesson 01's circuit and lesson 10's memory planner: the numbers the figure shows change when
+    its first slider is dragged, as the kernel recomputes them."""
     run = lesson_runs(name)
-    assert run.widget is not None, f"{name}: no slider was drawn (are the widgets' JupyterLab extension and ipywidgets installed?)"
+    assert run.widget is not None, (f"{name}: no slider was drawn (are the widgets' JupyterLab "
+                                    "extension and ipywidgets installed?)")
     before, after = run.widget["before"], run.widget["after"]
-    assert before["readout"] != after["readout"], f"{name}: dragging the slider did not move it ({before['readout']})"
-    numbers = lambda svg: re.findall(r"<text[^>]*>\s*(-?[\d.]+)\s*</text>", svg)  # noqa: E731
+    assert before["readout"] != after["readout"], (
+        f"{name}: dragging the slider did not move it ({before['readout']})")
+    numbers = lambda svg: re.findall(r"<text[^>]*>\s*(-?[\d.]+)\s*</text>", svg)
     assert numbers(before["svg"]), f"{name}: the figure shows no numbers: {before['svg'][:300]}"
     assert numbers(before["svg"]) != numbers(after["svg"]), \
-        f"{name}: the figure did not recompute after the slider moved from {before['readout']} to {after['readout']}"
+        (f"{name}: the figure did not recompute after the slider moved from {before['readout']} to "
+         f"{after['readout']}")
 
 
 @pytest.mark.parametrize("name", INTERACTIVE_LESSONS)
 def test_every_slider_can_be_dragged_on_a_laptop_screen(lesson_runs, name):
-    """At 1366 x 768, every slider of the lesson's last interactive figure has a track a mouse can use
-    and moves when dragged (five sliders in one row once left each track 14 px wide)."""
+    """At 1366 x 768, every slider of the lesson's last interactive figure has a track a mouse can
+    use and moves when dragged (five sliders in one row once left each track 14 px wide)."""
     sliders = lesson_runs(name).sliders
     assert sliders, f"{name}: no slider found in the last interactive figure"
     narrow = [s for s in sliders if s["width"] < 120]
@@ -140,14 +153,15 @@ def test_every_slider_can_be_dragged_on_a_laptop_screen(lesson_runs, name):
 
 @pytest.mark.parametrize("name", LESSONS[:-1])
 def test_every_lesson_links_to_the_next(lesson_runs, lab, name):
-    """The recap's link, as JupyterLab renders it, leads to the next lesson's notebook next to it (in
-    notebooks/ for learners, in solutions/ for instructors), and that notebook exists."""
+    """The recap's link, as JupyterLab renders it, leads to the next lesson's notebook next to it
+    (in notebooks/ for learners, in solutions/ for instructors), and that notebook exists."""
     nxt = LESSONS[LESSONS.index(name) + 1]
     runs = lesson_runs(name)
     for folder, run in (("solutions", runs.solution), ("notebooks", runs.student)):
         last = [c for c in run["cells"] if c["type"] == "markdown"][-1]
         want = f"{folder}/{nxt}/{nxt}.ipynb"
-        assert want in last["links"], f"{folder}/{name}: the last cell links to {last['links']}, not to {want}"
+        assert want in last["links"], (f"{folder}/{name}: the last cell links to {last['links']}, "
+                                       f"not to {want}")
         assert lab.get(f"/api/contents/{want}?content=0")[0] == 200, f"{want} does not exist"
 
 
@@ -174,8 +188,9 @@ def test_long_running_cells_show_progress(lesson_runs, name):
     limit = LONG_CELL_S * max(1.0, run.load)
     slow = [(c["index"], round(c["seconds"], 1)) for c in run.solution["cells"]
             if c.get("seconds") and c["seconds"] > limit and "progress(" not in c["source"]]
-    assert not slow, (f"{name}: cells (index, seconds) {slow} run for more than {limit:.0f} s without showing "
-                      "progress: loop with `for x in progress(xs, 'what it does')` from course_utils.progress")
+    assert not slow, (f"{name}: cells (index, seconds) {slow} run for more than {limit:.0f} s "
+                      "without showing progress: loop with `for x in progress(xs, 'what it does')` "
+                      "from course_utils.progress")
 
 
 def test_screenshots_were_taken(lesson_runs):
@@ -190,14 +205,16 @@ def test_start_here_finds_the_set_up_ready(lesson_runs):
     """In the learners' JupyterLab, the start-here page's checks (course_utils.doctor) all pass:
     the kernel has the course's packages, Graphviz is found, and the Validate button is there."""
     run = lesson_runs("00-start-here").student
-    text = "".join(o["text"] for c in run["cells"] for o in c.get("outputs", []) if o["type"] == "stream")
+    text = "".join(o["text"] for c in run["cells"] for o in c.get("outputs", [])
+                   if o["type"] == "stream")
     assert "All set" in text, f"the start-here checks found a problem:\n{text[:2000]}"
 
 
-# JupyterLab 4.6 gives each widget comm target a kernel subshell (commsOverSubshells); when the tests
-# shut a kernel down right after a run, a subshell request still in flight is cancelled and JupyterLab
-# leaves the rejection uncaught. It comes from the tests closing notebooks at machine speed, not from a
-# lesson (seen once in a CI run of this suite), so it is the one error this test lets pass.
+# JupyterLab 4.6 gives each widget comm target a kernel subshell (commsOverSubshells); when the
+# tests shut a kernel down right after a run, a subshell request still in flight is cancelled and
+# JupyterLab leaves the rejection uncaught. It comes from the tests closing notebooks at machine
+# speed, not from a lesson (seen once in a CI run of this suite), so it is the one error this test
+# lets pass.
 SHUTDOWN_RACE = "Canceled future for create_subshell_request message before replies were done"
 
 

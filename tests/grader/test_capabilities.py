@@ -40,10 +40,13 @@ def test_a_sandbox_set_up_that_never_finishes_stops_grading(monkeypatch, fresh_i
         isolation()
 
 
-def test_a_failing_sandbox_set_up_grades_nothing_unless_the_instructor_accepts_it(monkeypatch, fresh_isolation):
-    monkeypatch.setattr(capabilities, "setup_command", lambda *args: ["sh", "-c", "echo 'mount: permission denied' >&2; exit 32"])
+def test_a_failing_sandbox_set_up_grades_nothing_unless_the_instructor_accepts_it(
+        monkeypatch, fresh_isolation):
+    monkeypatch.setattr(capabilities, "setup_command",
+                        lambda *args: ["sh", "-c", "echo 'mount: permission denied' >&2; exit 32"])
     assert isolation() == "none"
-    with pytest.raises(capabilities.SandboxUnavailable, match="permission denied.*--sandbox optional"):
+    with pytest.raises(capabilities.SandboxUnavailable,
+                       match="permission denied.*--sandbox optional"):
         worker.check_sandbox(Limits())
     with pytest.raises(capabilities.SandboxUnavailable):
         Worker("learner", Limits(), slot=17).start()
@@ -55,7 +58,8 @@ def test_a_failing_sandbox_set_up_grades_nothing_unless_the_instructor_accepts_i
 
 
 
-def test_the_folder_command_grades_nothing_without_the_sandbox_unless_asked(monkeypatch, fresh_isolation, tmp_path):
+def test_the_folder_command_grades_nothing_without_the_sandbox_unless_asked(
+        monkeypatch, fresh_isolation, tmp_path):
     from course_utils.grader import gradefolder
     monkeypatch.setattr(capabilities, "setup_command", lambda *args: ["sh", "-c", "exit 32"])
     folder, out = tmp_path / "class", tmp_path / "out"
@@ -67,25 +71,30 @@ def test_the_folder_command_grades_nothing_without_the_sandbox_unless_asked(monk
 
 
 @pytest.mark.skipif(any(shutil.which(t, path=sandbox.SYSTEM_PATH) is None for t in sandbox.TOOLS),
-                    reason="needs util-linux's unshare, setpriv and pivot_root in the system's folders")
-def test_the_sandbox_finds_util_linux_in_the_system_folders_whatever_path_holds(monkeypatch, fresh_isolation):
-    """An instructor's login shell on the hub has no /usr/sbin on PATH, where Debian keeps pivot_root:
-    grading there still gets the sandbox, and a learner's cell runs in it."""
+                    reason="needs util-linux's unshare, setpriv and pivot_root in the "
+                           "system's folders")
+def test_the_sandbox_finds_util_linux_in_the_system_folders_whatever_path_holds(
+        monkeypatch, fresh_isolation):
+    """An instructor's login shell on the hub has no /usr/sbin on PATH, where Debian keeps
+    pivot_root: grading there still gets the sandbox, and a learner's cell runs in it."""
     monkeypatch.setenv("PATH", str(Path(sys.executable).parent))   # the course's environment alone
-    assert shutil.which("pivot_root") is None or Path(shutil.which("pivot_root")).parent == Path(sys.executable).parent
+    assert (shutil.which("pivot_root") is None
+            or Path(shutil.which("pivot_root")).parent == Path(sys.executable).parent)
     assert isolation() != "none", capabilities.isolation_warning()
     assert worker.check_sandbox(Limits()) == capabilities.isolation_warning()
     with Worker("learner", Limits(), slot=17) as w:   # sandbox "required"
         assert w.send(cell("import os; x = os.getuid()"), 60)["error"] is None
 
 
-def test_a_missing_tool_is_named_with_its_fix_before_any_weaker_isolation(monkeypatch, fresh_isolation):
+def test_a_missing_tool_is_named_with_its_fix_before_any_weaker_isolation(
+        monkeypatch, fresh_isolation):
     monkeypatch.setattr(capabilities, "TOOLS", ("unshare", "no-such-sandbox-tool"))
     assert isolation() == "none"
     with pytest.raises(capabilities.SandboxUnavailable) as info:
         worker.check_sandbox(Limits())
     message = str(info.value)
-    assert "util-linux's no-such-sandbox-tool is on neither PATH nor /usr/sbin:/usr/bin:/sbin:/bin" in message
+    assert ("util-linux's no-such-sandbox-tool is on neither PATH nor /usr/sbin:/usr/bin:/sbin:/bin"
+            in message)
     fix, weaker = message.index("apt-get install util-linux"), message.index("--sandbox optional")
     assert fix < message.index("grade untrusted work as root") < weaker, message
 

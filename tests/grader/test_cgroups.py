@@ -19,8 +19,8 @@ def _can_make() -> bool:
     return made
 
 
-pytestmark = pytest.mark.skipif(not _can_make(), reason="needs root and a cgroup file system it can write "
-                                                         "(a container or VM; CI has one)")
+pytestmark = pytest.mark.skipif(not _can_make(), reason="needs root and a cgroup file system it "
+                                                        "can write (a container or VM; CI has one)")
 
 
 def _parents() -> list[Path]:
@@ -29,10 +29,12 @@ def _parents() -> list[Path]:
 
 
 def test_names_are_unique_and_removed():
-    a, b = Cgroup(f"course-test-{os.getpid()}", 2 ** 30, 8), Cgroup(f"course-test-{os.getpid()}", 2 ** 30, 8)
+    a, b = (Cgroup(f"course-test-{os.getpid()}", 2 ** 30, 8),
+            Cgroup(f"course-test-{os.getpid()}", 2 ** 30, 8))
     made = a.dirs + b.dirs
     try:
-        assert a.dirs and b.dirs and a.dirs[0] != b.dirs[0], "a reused name (a reused pid) must not collide"
+        assert a.dirs and b.dirs and a.dirs[0] != b.dirs[0], (
+            "a reused name (a reused pid) must not collide")
         assert all(d.is_dir() for d in made)
     finally:
         a.remove()
@@ -44,7 +46,8 @@ def test_limits_are_written():
     c = Cgroup(f"course-test-{os.getpid()}", 2 ** 30, 8)
     try:
         memory = c.dirs[0]
-        limit = memory / ("memory.max" if (memory / "memory.max").exists() else "memory.limit_in_bytes")
+        limit = memory / ("memory.max" if (memory / "memory.max").exists()
+                          else "memory.limit_in_bytes")
         assert int(limit.read_text()) == 2 ** 30
         if (memory / "memory.kmem.tcp.limit_in_bytes").exists():
             assert int((memory / "memory.kmem.tcp.limit_in_bytes").read_text()) == cgroups.TCP_BYTES
@@ -75,13 +78,16 @@ def test_a_worker_cgroup_has_a_cpu_share_and_quota_and_counts_cpu_time():
         c.remove()
         pytest.skip("this machine gives no cpu controller: the grader's warning says so")
     busy = subprocess.Popen(["sh", "-c", 'for d in "$@"; do echo $$ > "$d/cgroup.procs"; done; '
-                                         'end=$(($(date +%s) + 2)); while [ $(date +%s) -lt $end ]; do :; done', "sh",
+                                         'end=$(($(date +%s) + 2)); '
+                                         'while [ $(date +%s) -lt $end ]; do :; done', "sh",
                              *map(str, c.dirs)])
     try:
         busy.wait(timeout=120)
         used = c.cpu_seconds()
-        assert used is not None and used > 0.5, f"the cgroup counts the CPU time of processes that ran in it: {used}"
-        quota = next((d / "cpu.cfs_quota_us" for d in c.dirs if (d / "cpu.cfs_quota_us").exists()), None)
+        assert used is not None and used > 0.5, ("the cgroup counts the CPU time of processes "
+                                                 f"that ran in it: {used}")
+        quota = next((d / "cpu.cfs_quota_us" for d in c.dirs if (d / "cpu.cfs_quota_us").exists()),
+                     None)
         if quota is not None:
             assert int(quota.read_text()) == 150_000
         else:
@@ -92,16 +98,20 @@ def test_a_worker_cgroup_has_a_cpu_share_and_quota_and_counts_cpu_time():
 
 
 def test_process_creation_can_be_refused_and_the_refusals_are_counted():
-    """limit_processes(0) refuses every new process and thread of the cgroup's processes, those running
-    go on; pids.events counts each refusal (course_utils.grader.worker.forbid_processes reads it)."""
+    """limit_processes(0) refuses every new process and thread of the cgroup's processes, those
+    running go on; pids.events counts each refusal (course_utils.grader.worker.forbid_processes
+    reads it)."""
     c = Cgroup(f"course-test-{os.getpid()}", 2 ** 30, 8)
     code = ("import os, sys, threading\n"
-            "for d in sys.argv[1:]:\n    open(os.path.join(d, 'cgroup.procs'), 'w').write(str(os.getpid()))\n"
+            "for d in sys.argv[1:]:\n"
+            "    open(os.path.join(d, 'cgroup.procs'), 'w').write(str(os.getpid()))\n"
             "print('in', flush=True); sys.stdin.readline()\n"
             "def attempt(f):\n    try:\n        f()\n        return 'ok'\n"
             "    except Exception as e:\n        return type(e).__name__\n"
-            "def fork():\n    pid = os.fork()\n    if pid == 0:\n        os._exit(0)\n    os.waitpid(pid, 0)\n"
-            "def thread():\n    t = threading.Thread(target=lambda: None)\n    t.start()\n    t.join()\n"
+            "def fork():\n    pid = os.fork()\n    if pid == 0:\n        os._exit(0)\n"
+            "    os.waitpid(pid, 0)\n"
+            "def thread():\n    t = threading.Thread(target=lambda: None)\n    t.start()\n"
+            "    t.join()\n"
             "print(attempt(fork), attempt(thread), flush=True); sys.stdin.readline()\n"
             "print(attempt(fork), attempt(thread), flush=True)\n")
     proc = subprocess.Popen([sys.executable, "-c", code, *map(str, c.dirs)], stdin=subprocess.PIPE,
@@ -112,7 +122,8 @@ def test_process_creation_can_be_refused_and_the_refusals_are_counted():
         assert before == 0 and c.limit_processes(0)
         proc.stdin.write("\n")
         proc.stdin.flush()
-        assert proc.stdout.readline().split() == ["BlockingIOError", "RuntimeError"], "neither a process nor a thread"
+        assert proc.stdout.readline().split() == ["BlockingIOError", "RuntimeError"], (
+            "neither a process nor a thread")
         assert c.processes_refused() >= 2
         assert c.limit_processes(8)
         proc.stdin.write("\n")
@@ -122,4 +133,5 @@ def test_process_creation_can_be_refused_and_the_refusals_are_counted():
         proc.kill()
         proc.wait()
         c.remove()
-    assert c.limit_processes(0) is False and c.processes_refused() is None, "a removed cgroup limits nothing"
+    assert c.limit_processes(0) is False and c.processes_refused() is None, (
+        "a removed cgroup limits nothing")

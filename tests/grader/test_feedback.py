@@ -1,4 +1,5 @@
-"""course_utils.grader.feedback: what of a judge's message a learner may see, and the feedback page."""
+"""course_utils.grader.feedback: what of a judge's message a learner may see, and the feedback
+page."""
 
 from course_utils.grader import feedback
 from course_utils.grader.grade import Outcome, Result
@@ -9,7 +10,8 @@ def test_strings_the_learners_process_made_up_are_not_quoted():
     read from linecache) into feedback; expected strings and short names stay."""
     got = {"names": ["MulBackward0", "CASES = [[], [0, 0]]", "abc"]}
     want = {"names": ["MulBackward0", "AddBackward0"]}
-    message = f"walk gave {got['names']}, expected {want['names']}; also CASES = [[], [0, 0]] and abc"
+    message = (f"walk gave {got['names']}, expected {want['names']}; "
+               "also CASES = [[], [0, 0]] and abc")
     assert feedback.scrub(message, got, want) == (
         "walk gave ['MulBackward0', <a string>, 'abc'], "
         "expected ['MulBackward0', 'AddBackward0']; also <text> and abc")
@@ -56,20 +58,24 @@ def test_identifiers_carry_no_more_than_the_name_budget():
     for names in (_cjk_names(SOURCE.encode()), _ascii_names(SOURCE.encode())):
         got = {"value": names[:12]}
         message = f"bfs_nodes(x) is wrong. It gave {names[:12]}, expected {want}"
-        assert _shown(message, names) >= 200, "the attack as it was: a few hundred characters of names"
+        assert _shown(message, names) >= 200, ("the attack as it was: a few hundred "
+                                               "characters of names")
         shown = feedback.scrub(message, got, {"value": want})
         assert _shown(shown, names) <= feedback.NAME_BUDGET, shown
         assert shown.isascii(), shown
-        assert shown.startswith("bfs_nodes(x) is wrong. It gave [") and shown.endswith(f"], expected {want}")
+        assert (shown.startswith("bfs_nodes(x) is wrong. It gave [")
+                and shown.endswith(f"], expected {want}"))
     cjk = _cjk_names(SOURCE.encode())
     assert feedback.scrub(f"raised {cjk[0]}; got {cjk[1:3]!r}", {"raised": tuple(cjk)}, {}) == \
-        "raised <text>; got [<a string>, <a string>]", "a CJK identifier is text: never quoted, bare or not"
+        "raised <text>; got [<a string>, <a string>]", (
+            "a CJK identifier is text: never quoted, bare or not")
 
 
 def test_names_past_the_budget_are_replaced_in_order():
     names = [f"name{i:06d}" for i in range(10)]   # 10 characters each: the first 6 fit in 64
     shown = feedback.scrub(f"got {names}; first {names[0]}, last {names[-1]}", {"v": names}, {})
-    assert shown == f"got {names[:6]}"[:-1] + ", " + ", ".join(["<name>"] * 4) + f"]; first <name>, last <name>", shown
+    assert (shown == f"got {names[:6]}"[:-1] + ", " + ", ".join(["<name>"] * 4)
+            + "]; first <name>, last <name>"), shown
     # Names the expected values hold are free: the judge shows them anyway.
     assert feedback.scrub(f"got {names}", {"v": names}, {"w": names}) == f"got {names}"
     # Type names of Opaque values (a learner's class) count like its strings.
@@ -81,24 +87,29 @@ def test_names_past_the_budget_are_replaced_in_order():
 
 def test_the_lessons_messages_keep_the_names_they_quote():
     """Messages of the lessons' judges, with the learner's values they were made from: each keeps
-    every name (the mutants' messages show at most 23 characters of names the learner's code chose)."""
+    every name (the mutants' messages show at most 23 characters of names the learner's code
+    chose)."""
     from course_utils.grader import protocol
     mro = lambda *names: {"raised": (*names, "Exception", "BaseException", "object")}
     cases = [
-        ("min_microbatches(1, 0.01) raised ZeroDivisionError", mro("ZeroDivisionError", "ArithmeticError"), [3]),
-        ("train_accumulated on 0 samples, micro_batch_size=2, accumulation_steps=2 (no samples: no step) raised "
-         "UnboundLocalError", mro("UnboundLocalError", "NameError"), {"value": [0.5]}),
+        ("min_microbatches(1, 0.01) raised ZeroDivisionError",
+         mro("ZeroDivisionError", "ArithmeticError"), [3]),
+        ("train_accumulated on 0 samples, micro_batch_size=2, accumulation_steps=2 (no samples: no "
+         "step) raised UnboundLocalError", mro("UnboundLocalError", "NameError"), {"value": [0.5]}),
         ("training_memory_budget(model, 4, 'rmsprop') raised KeyError, expected ValueError",
          mro("KeyError", "LookupError"), mro("ValueError")),
-        ("micro_batch_weights([5]) should be a Python float, got Fraction", [protocol.decode({"$opaque": "Fraction"})], [1.0]),
+        ("micro_batch_weights([5]) should be a Python float, got Fraction",
+         [protocol.decode({"$opaque": "Fraction"})], [1.0]),
         ("mlp_backward(MLPScratch(12, 4, []), X of shape (5, 12), lam=0.3) raised RuntimeError",
          mro("RuntimeError"), {"value": ([1.0], [1.0])}),
-        ("bfs_nodes(y) is wrong: this is depth-first order. It gave ['SumBackward0', 'MulBackward0', 'AccumulateGrad', "
-         "'AddBackward0', 'AccumulateGrad'], expected ['SumBackward0', 'MulBackward0', 'AddBackward0', 'AccumulateGrad', "
-         "'AccumulateGrad']", {"value": ["SumBackward0", "MulBackward0", "AccumulateGrad", "AddBackward0"]},
+        ("bfs_nodes(y) is wrong: this is depth-first order. It gave ['SumBackward0', "
+         "'MulBackward0', 'AccumulateGrad', 'AddBackward0', 'AccumulateGrad'], expected "
+         "['SumBackward0', 'MulBackward0', 'AddBackward0', 'AccumulateGrad', 'AccumulateGrad']",
+         {"value": ["SumBackward0", "MulBackward0", "AccumulateGrad", "AddBackward0"]},
          ["SumBackward0", "MulBackward0", "AddBackward0", "AccumulateGrad"]),
-        ("gradient_shapes((2, 3), (4,), 1) should have the keys ['X', 'biases', 'hidden', 'weights'], got "
-         "['X', 'bias', 'hidden', 'weight']", {"value": {"X": (2, 3), "bias": [], "hidden": [], "weight": []}},
+        ("gradient_shapes((2, 3), (4,), 1) should have the keys ['X', 'biases', 'hidden', "
+         "'weights'], got ['X', 'bias', 'hidden', 'weight']",
+         {"value": {"X": (2, 3), "bias": [], "hidden": [], "weight": []}},
          {"X": (2, 3), "biases": [], "hidden": [], "weights": []}),
     ]
     for message, got, want in cases:
@@ -106,13 +117,17 @@ def test_the_lessons_messages_keep_the_names_they_quote():
 
 
 def test_the_protocols_own_descriptions_are_not_the_learners_words():
-    """protocol names what it cannot send ("int too large"): those names stay, a learner's do not."""
+    """protocol names what it cannot send ("int too large"): those names stay, a learner's do
+    not."""
     from course_utils.grader import protocol
-    got = protocol.decode([{"$bigint": "9" * 50}, {"$opaque": "Tensor of dtype torch.float8_e4m3fn"},
+    got = protocol.decode([{"$bigint": "9" * 50},
+                           {"$opaque": "Tensor of dtype torch.float8_e4m3fn"},
                            {"$opaque": "Tensor of dtype SECRET"}])
-    message = "count_positive([]) should return an int, got " + ", ".join(type(v).__name__ for v in got)
+    message = ("count_positive([]) should return an int, got "
+               + ", ".join(type(v).__name__ for v in got))
     assert feedback.scrub(message, got, [0]) == \
-        "count_positive([]) should return an int, got int too large, Tensor of dtype torchfloat8_e4m3fn, <text>"
+        ("count_positive([]) should return an int, got int too large, Tensor of dtype "
+         "torchfloat8_e4m3fn, <text>")
 
 
 def test_too_many_strings_are_not_looked_through():
@@ -129,15 +144,18 @@ def test_too_many_strings_are_not_looked_through():
 def test_a_message_quoting_the_hidden_tests_is_withheld_and_long_ones_cut():
     hidden = ["CASES = [(1.5, -2.0), (0.0, 3.0)]", "x = 1"]
     assert "not shown" in feedback.redact("got CASES = [(1.5, -2.0), (0.0, 3.0)] back", hidden)
-    assert feedback.redact("x = 1 is fine", hidden) == "x = 1 is fine", "short lines are too common to match"
+    assert feedback.redact("x = 1 is fine", hidden) == "x = 1 is fine", (
+        "short lines are too common to match")
     assert feedback.redact("y" * 700, hidden) == "y" * feedback.MAX_MESSAGE + " ..."
 
 
 def test_the_page_shows_scores_and_messages_escaped():
     result = Result("ada", "99-fixture", {"fx_scale_test": Outcome(0.0, 2.0, "scale(1, 2) is <3>"),
-                                          "fx_count_test": Outcome(1.0, 1.0, "")}, ["a note & more"])
+                                          "fx_count_test": Outcome(1.0, 1.0, "")},
+                    ["a note & more"])
     page = feedback.page(result)
-    assert "1 / 3" in page and "scale(1, 2) is &lt;3&gt;" in page and "passed" in page and "a note &amp; more" in page
+    assert ("1 / 3" in page and "scale(1, 2) is &lt;3&gt;" in page and "passed" in page
+            and "a note &amp; more" in page)
 
 
 # The red team's leak: a hidden test's source, 7 bytes per integer, in a list the judge echoes.
@@ -168,7 +186,8 @@ def _recovered(shown: str, chunks: list[bytes]) -> int:
                 continue
             width = len(str(value))
             if str(value).startswith(digits):
-                low, high = int(digits) * 10 ** (width - len(digits)), (int(digits) + 1) * 10 ** (width - len(digits)) - 1
+                low, high = (int(digits) * 10 ** (width - len(digits)),
+                             (int(digits) + 1) * 10 ** (width - len(digits)) - 1)
                 a, b = low.to_bytes(8, "big")[1:], min(high, 2 ** 56 - 1).to_bytes(8, "big")[1:]
                 same = next((i for i in range(7) if a[i] != b[i]), 7)
                 got += same
@@ -179,35 +198,45 @@ def _recovered(shown: str, chunks: list[bytes]) -> int:
 def test_numbers_in_a_message_carry_at_most_a_few_dozen_bytes():
     """60 integers of 7 bytes of the hidden tests each, echoed as a judge echoes a learner's result:
     before, every number the first 600 characters held came through whole (about 200 bytes of
-    the source); now at most MAX_NUMBERS numbers of at most MAX_DIGITS digits, NUMBER_BUDGET in all."""
+    the source); now at most MAX_NUMBERS numbers of at most MAX_DIGITS digits, NUMBER_BUDGET in
+    all."""
     chunks = _chunks(SECRET.encode())[:60]
     assert len(chunks) == 60
     got = [int.from_bytes(c, "big") for c in chunks]
     message = f"count_positive([3, -1, 4, -1, 5]) is {got}, expected 3"
     whole = message[:feedback.MAX_MESSAGE]
-    assert _recovered(whole, chunks) >= 150, "the attack as it was: the numbers of one message, whole"
+    assert _recovered(whole, chunks) >= 150, ("the attack as it was: the numbers of one "
+                                              "message, whole")
     shown = feedback.redact(message, [])
     assert _recovered(shown, chunks) <= 40, shown
     digits = sum(ch.isdigit() for ch in shown)
-    assert digits <= feedback.NUMBER_BUDGET + 3 and digits * 0.415 <= 64, "at most ~64 bytes, whatever the encoding"
-    assert shown.startswith("count_positive([3, -1, 4, -1, 5]) is [") and shown.endswith(", …], expected 3")
+    assert digits <= feedback.NUMBER_BUDGET + 3 and digits * 0.415 <= 64, (
+        "at most ~64 bytes, whatever the encoding")
+    assert (shown.startswith("count_positive([3, -1, 4, -1, 5]) is [")
+            and shown.endswith(", …], expected 3"))
 
 
 def test_numbers_are_shortened_and_bounded_but_the_lessons_messages_keep_theirs():
-    assert feedback.redact("got 0.30000000000000004, expected 0.3", []) == "got 0.3000000000…, expected 0.3"
+    assert feedback.redact("got 0.30000000000000004, expected 0.3",
+                           []) == "got 0.3000000000…, expected 0.3"
     assert feedback.redact("x is 12345678901234567 and 1.2345678901234567e-05", []) == \
         "x is 1234567890… and 1.2345678…e-05"
-    assert feedback.redact("node x12345678901234567890y", []) == "node x1234567890…y", "digits in a name are cut too"
-    assert feedback.redact(f"f() is {list(range(100, 140))}, expected 7", []).count("1") <= 2 * feedback.MAX_NUMBERS
+    assert feedback.redact("node x12345678901234567890y", []) == "node x1234567890…y", (
+        "digits in a name are cut too")
+    assert (feedback.redact(f"f() is {list(range(100, 140))}, expected 7", []).count("1")
+            <= 2 * feedback.MAX_NUMBERS)
     # messages of the lessons' judges, with every number they show (15 numbers, 52 digits at most)
     for message in [
-        "second_circuit_grads(3.0, -4.0, 2.0, -1.0) is (-4, 3, 1, 0), expected (-8, 6, 2, 0): the factor 2 "
-        "of the last gate is missing: every gradient must be multiplied by it.",
-        "neuron_grads([2.0, -3.0, -3.0], [-1.0, -2.0]): dw is (-0.731059, -1.46212, 0.731059), expected "
-        "(-0.196612, -0.393224, 0.196612): the sigmoid's local gradient is s(1 - s), not s.",
-        "mlp_backward(MLPScratch(10, 3, [8, 6]), X of shape (7, 10), lam=0.1): weight_grads[0] differs from the "
-        "expected values (largest difference 1.51): the cross-entropy part is exactly n = 7 times too large",
-        "gradient_shapes((2, 3, 2, 2), (7,), 4) raised TypeError", "should be a tuple of ints, got torch.Size([8, 1, 4, 4])",
+        "second_circuit_grads(3.0, -4.0, 2.0, -1.0) is (-4, 3, 1, 0), expected (-8, 6, 2, 0): the "
+        "factor 2 of the last gate is missing: every gradient must be multiplied by it.",
+        "neuron_grads([2.0, -3.0, -3.0], [-1.0, -2.0]): dw is (-0.731059, -1.46212, 0.731059), "
+        "expected (-0.196612, -0.393224, 0.196612): the sigmoid's local gradient is "
+        "s(1 - s), not s.",
+        "mlp_backward(MLPScratch(10, 3, [8, 6]), X of shape (7, 10), lam=0.1): weight_grads[0] "
+        "differs from the expected values (largest difference 1.51): the cross-entropy part is "
+        "exactly n = 7 times too large",
+        "gradient_shapes((2, 3, 2, 2), (7,), 4) raised TypeError",
+        "should be a tuple of ints, got torch.Size([8, 1, 4, 4])",
         "plan_accumulation(256, 2064, 1000) returned normally, expected it to raise ValueError",
         "torch.float64 takes 8; MulBackward0 and AddBackward0; version 1.5. Done 3.",
     ]:
@@ -217,7 +246,8 @@ def test_numbers_are_shortened_and_bounded_but_the_lessons_messages_keep_theirs(
 def test_a_huge_message_is_handled_quickly():
     import time
     start = time.perf_counter()
-    shown = feedback.redact("9" * 5_000_000 + " x" * 1_000_000, ["CASES = [(1.5, -2.0), (0.0, 3.0)]"])
+    shown = feedback.redact("9" * 5_000_000 + " x" * 1_000_000,
+                            ["CASES = [(1.5, -2.0), (0.0, 3.0)]"])
     assert time.perf_counter() - start < 1.0 and len(shown) <= feedback.MAX_MESSAGE + 4
 
 
@@ -226,20 +256,23 @@ UNSAFE = "a\udcff b\x00c\x1b[31m d\r\n e\u202eevil f\x7f\x85 \ud800\tg"
 
 def _safe(text: str) -> bool:
     text.encode("utf-8")  # raises on a lone surrogate
-    return not any((ord(ch) < 32 and ch != "\n") or 0x7f <= ord(ch) <= 0x9f or ch in "\u202e" for ch in text)
+    return not any((ord(ch) < 32 and ch != "\n") or 0x7f <= ord(ch) <= 0x9f or ch in "\u202e"
+                   for ch in text)
 
 
 def test_any_string_comes_out_safe_to_write():
     """A lone surrogate quoted by a judge crashed the folder grader writing UTF-8; controls could
-    rewrite a terminal or the CSV. redact, scrub and page return text that encodes as UTF-8 and holds
-    no control character but newlines."""
-    assert _safe(feedback.redact(UNSAFE, [])) and feedback.redact(UNSAFE, []).startswith("a\ufffd b\ufffdc")
+    rewrite a terminal or the CSV. redact, scrub and page return text that encodes as UTF-8 and
+    holds no control character but newlines."""
+    assert (_safe(feedback.redact(UNSAFE, []))
+            and feedback.redact(UNSAFE, []).startswith("a\ufffd b\ufffdc"))
     assert "\n" in feedback.redact(UNSAFE, []), "newlines stay"
     assert _safe(feedback.scrub(f"f() is {UNSAFE!r} and {UNSAFE}", {"v": UNSAFE}, {}))
     assert _safe(feedback.scrub(f"raised ValueError{UNSAFE[1:4]}", {"raised": ("ValueError",)}, {}))
     assert _safe(feedback.safe_text("\udcff" * 10)) and feedback.safe_text(b"\xff") == "b'\\xff'"
-    result = Result("ada\udcff", "99-fixture\x00", {"fx_scale_test\udcff": Outcome(0.0, 2.0, UNSAFE),
-                                                     "fx_count_test": Outcome(1.0, 1.0, "")}, [UNSAFE, "\udcff"])
+    result = Result("ada\udcff", "99-fixture\x00",
+                    {"fx_scale_test\udcff": Outcome(0.0, 2.0, UNSAFE),
+                     "fx_count_test": Outcome(1.0, 1.0, "")}, [UNSAFE, "\udcff"])
     page = feedback.page(result)
     assert _safe(page.replace("\n", "")) and "1 / 3" in page
 

@@ -1,8 +1,9 @@
 """course_utils.grader.freshgradebook: Formgrader shows the gradebook as it is now.
 
-The instructor's server as course.sh configures it (tests/grader/test_autograde_lesson.py's Server: a real
-jupyter server on a scratch course with the instructor's server extensions), a grade changed by another
-process between two of its requests. The hub's instructor and teaching assistant: tests/hub/test_hub.py.
+The instructor's server as course.sh configures it (tests/grader/test_autograde_lesson.py's Server:
+a real jupyter server on a scratch course with the instructor's server extensions), a grade changed
+by another process between two of its requests. The hub's instructor and teaching assistant:
+tests/hub/test_hub.py.
 """
 
 import pytest
@@ -27,20 +28,23 @@ def server(tmp_path_factory):
 
 
 def test_formgrader_shows_a_grade_another_process_changed(server):
-    """Formgrader keeps one database session per server; a hand score saved by another process (another
-    grader's server, a terminal) shows at the next request (course_utils.grader.freshgradebook), not only
-    after this server saves something."""
+    """Formgrader keeps one database session per server; a hand score saved by another process
+    (another grader's server, a terminal) shows at the next request
+    (course_utils.grader.freshgradebook), not only after this server saves something."""
     from nbgrader.api import Gradebook
-    status, notebooks = server.request("GET", f"/formgrader/api/submitted_notebooks/{LESSON}/{LESSON}")
+    status, notebooks = server.request("GET",
+                                       f"/formgrader/api/submitted_notebooks/{LESSON}/{LESSON}")
     assert status == 200 and notebooks, (status, notebooks)
     submission = next(n["id"] for n in notebooks if n["student"] == "solved")
     status, grades = server.request("GET", f"/formgrader/api/grades?submission_id={submission}")
     assert status == 200 and grades, (status, grades)
     grade = grades[0]
-    with Gradebook(f"sqlite:///{server.course / 'gradebook.db'}") as gb:   # another process's session
+    # another process's session
+    with Gradebook(f"sqlite:///{server.course / 'gradebook.db'}") as gb:
         row = gb.find_grade_by_id(grade["id"])
         row.manual_score = (grade["manual_score"] or 0) + 0.25
         gb.db.commit()
         changed = row.manual_score
     status, again = server.request("GET", f"/formgrader/api/grades?submission_id={submission}")
-    assert status == 200 and {g["id"]: g for g in again}[grade["id"]]["manual_score"] == changed, (grade, again)
+    assert status == 200 and {g["id"]: g for g in again}[grade["id"]]["manual_score"] == changed, (
+        grade, again)

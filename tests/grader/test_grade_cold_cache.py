@@ -1,8 +1,9 @@
-"""course_utils.grader.grade's reference run against a cold page cache (tests/grader/test_grade.py has the rest).
+"""course_utils.grader.grade's reference run against a cold page cache (tests/grader/test_grade.py
+has the rest).
 
-Apart, and `alone`: it empties the whole machine's page cache (/proc/sys/vm/drop_caches), which would make
-a test running beside it in the other worker read its files cold, and that test's reads would change what
-this one measures (seen once in CI: 17 MB apart where 8 are allowed).
+Apart, and `alone`: it empties the whole machine's page cache (/proc/sys/vm/drop_caches), which
+would make a test running beside it in the other worker read its files cold, and that test's reads
+would change what this one measures (seen once in CI: 17 MB apart where 8 are allowed).
 """
 
 import subprocess
@@ -32,4 +33,5 @@ def test_the_references_peaks_do_not_depend_on_a_cold_page_cache():
     cold.close()
     for gid, peak in warm.peaks.items():
         assert abs(cold.peaks[gid] - peak) < 8 * 2 ** 20, \
-            f"{gid}: {cold.peaks[gid] / 2 ** 20:.0f} MB after the cache was emptied, {peak / 2 ** 20:.0f} MB warm"
+            (f"{gid}: {cold.peaks[gid] / 2 ** 20:.0f} MB after the cache was emptied, "
+             f"{peak / 2 ** 20:.0f} MB warm")

@@ -1,4 +1,5 @@
-"""Grades that nothing but the learner's own code can change: a busy machine and a hostile neighbour.
+"""Grades that nothing but the learner's own code can change: a busy machine and a hostile
+neighbour.
 
 A class of the fixture lesson (tests/fixtures/99-fixture) is graded with the folder command, two
 submissions at a time, (1) while CPU hogs started outside the grader oversubscribe the machine 4
@@ -20,11 +21,14 @@ from course_utils.grader import gradefolder
 from course_utils.authoring.nbgrader_cli import oversubscribed
 from test_grade import CORPUS, FIXTURE, LIMITS, dumps, notebook
 
-pytestmark = [pytest.mark.slow, pytest.mark.alone]   # its CPU hogs would slow the other test worker's tests
+# its CPU hogs would slow the other test worker's tests
+pytestmark = [pytest.mark.slow, pytest.mark.alone]
 
-# A right and a wrong answer: each must keep its own score (an untouched notebook scores 0 either way).
+# A right and a wrong answer: each must keep its own score (an untouched notebook scores 0 either
+# way).
 QUIET = {name: CORPUS[name].expected for name in ("solved", "wrong_answer")}
-LOADED = replace(LIMITS, cell_seconds=6)   # twice the first cell's own time under the load, under half its wall clock
+# twice the first cell's own time under the load, under half its wall clock
+LOADED = replace(LIMITS, cell_seconds=6)
 
 
 def _grade(tmp_path, submissions: dict[str, bytes], limits=LIMITS):
@@ -40,12 +44,14 @@ def _check(result, expected):
     got = {gid: o.score for gid, o in result.outcomes.items()}
     reasons = " | ".join(o.message for o in result.outcomes.values())
     assert not result.overloaded, f"{result.student} was left not graded: {reasons}"
-    assert got == expected, f"{result.student} scored {got}, {expected} on a quiet machine: {reasons}"
+    assert got == expected, (f"{result.student} scored {got}, {expected} on a quiet "
+                             f"machine: {reasons}")
 
 
 def test_a_class_on_an_oversubscribed_machine_scores_what_it_scores_on_a_quiet_one(tmp_path):
     with oversubscribed(4):
-        results = _grade(tmp_path, {name.replace("_", "-"): CORPUS[name].data(tmp_path) for name in QUIET}, LOADED)
+        results = _grade(tmp_path, {name.replace("_", "-"): CORPUS[name].data(tmp_path)
+                                    for name in QUIET}, LOADED)
     for name, expected in QUIET.items():
         _check(results[name.replace("_", "-")], expected)
 
@@ -69,7 +75,8 @@ def scale(x, k):
 
 def test_a_hostile_neighbour_changes_no_one_elses_score(tmp_path):
     results = _grade(tmp_path, {"mallory": dumps(notebook(fx_scale=HOSTILE)),
-                                **{name.replace("_", "-"): CORPUS[name].data(tmp_path) for name in ("solved", "wrong_answer")}})
+                                **{name.replace("_", "-"): CORPUS[name].data(tmp_path)
+                                   for name in ("solved", "wrong_answer")}})
     for name in ("solved", "wrong_answer"):
         _check(results[name.replace("_", "-")], QUIET[name])
     assert results["mallory"].outcomes["fx_scale_test"].score == 0

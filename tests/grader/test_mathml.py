@@ -1,9 +1,10 @@
-"""course_utils.grader.mathml: the math of feedback pages and the Formgrader as MathML, with no script.
+"""course_utils.grader.mathml: the math of feedback pages and the Formgrader as MathML, with no
+script.
 
-Every piece of math in the lessons converts; the MathML holds only MathML's presentation elements and
-plain attributes, whatever TeX a learner writes in a written answer; math inside a tag (a heading's
-anchor link, a learner's raw HTML) goes back as escaped TeX; what does not convert shows as the TeX it
-is; code keeps its dollars; both pages take a mathjax() macro without MathJax.
+Every piece of math in the lessons converts; the MathML holds only MathML's presentation elements
+and plain attributes, whatever TeX a learner writes in a written answer; math inside a tag (a
+heading's anchor link, a learner's raw HTML) goes back as escaped TeX; what does not convert shows
+as the TeX it is; code keeps its dollars; both pages take a mathjax() macro without MathJax.
 (The pages as nbgrader writes them: tests/grader/test_grade.py's feedback; in Chromium, with nothing
 fetched: tests/browser/test_formgrader.py.)
 """
@@ -23,7 +24,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def lesson_math() -> list[tuple[str, str, bool]]:
-    return [(path.parent.name, tex, display) for path in sorted((ROOT / "solutions").glob("*/*.ipynb"))
+    return [(path.parent.name, tex, display)
+            for path in sorted((ROOT / "solutions").glob("*/*.ipynb"))
             for cell in nbformat.read(path, as_version=4).cells if cell.cell_type == "markdown"
             for tex, display in mathml.math_in(cell.source)]
 
@@ -39,7 +41,8 @@ def elements(markup: str) -> list[ET.Element]:
 def test_every_piece_of_the_lessons_math_becomes_mathml():
     math = lesson_math()
     assert len(math) > 500, f"only {len(math)} pieces of math found in the lessons"
-    failed = [(lesson, tex[:80]) for lesson, tex, display in math if mathml.to_mathml(tex, display) is None]
+    failed = [(lesson, tex[:80]) for lesson, tex, display in math
+              if mathml.to_mathml(tex, display) is None]
     assert not failed, f"math that would show as raw TeX on feedback pages: {failed[:10]}"
 
 
@@ -53,7 +56,8 @@ def test_mathml_holds_only_mathml_elements_and_plain_attributes():
 
 
 @pytest.mark.parametrize("tex", [
-    r"\href{javascript:alert(1)}{x}",                  # a link: latex2mathml makes an href attribute
+    # a link: latex2mathml makes an href attribute
+    r"\href{javascript:alert(1)}{x}",
     r"\color{javascript:alert(1)}{x}",                 # an attribute value that is not a plain word
     r"\color{red\" onmouseover=\"alert(1)}{x}",
     r"\frac{",                                         # TeX that does not convert
@@ -67,8 +71,10 @@ def test_tex_that_would_bring_a_link_or_odd_attribute_or_does_not_convert_shows_
 
 def test_a_written_answers_math_is_mathml_and_its_html_is_still_text():
     page = render("The gradient is $\\frac{\\partial f}{\\partial x} = z$.\n\n$$a^2$$\n\n"
-                  "$$\\text{<img src=x onerror=alert(1)>}$$\n\nand `$HOME` in code\n\n<script>alert(1)</script>\n")
-    math = [e for e in elements(page.replace("&lt;", "").replace("&gt;", "")) if e.tag.endswith("math")]
+                  "$$\\text{<img src=x onerror=alert(1)>}$$\n\nand `$HOME` in code\n\n"
+                  "<script>alert(1)</script>\n")
+    math = [e for e in elements(page.replace("&lt;", "").replace("&gt;", ""))
+            if e.tag.endswith("math")]
     assert [m.get("display") for m in math] == ["inline", "block"], page
     assert "<script>" not in page and "<img" not in page, page
     # latex2mathml copies \text{} into <mtext> unescaped: not XML, so the TeX shows as text
@@ -94,16 +100,19 @@ def parsed(page: str) -> list[tuple[str, dict]]:
     '# Notes $\\href{x}{y}" autofocus onfocus="document.title=`pwned`" x="$',
     '# Notes $x^2$ and $\\sqrt{n}$',
     # a learner's raw HTML around a paragraph of math: the math lands inside a title attribute
-    "<div><a href=\"#\" title='\n\n$x^2$ and $\\href{a}{b}\" onmouseover=\"alert(1)$\n\n'<b>z</b></a></div>",
+    "<div><a href=\"#\" title='\n\n$x^2$ and $\\href{a}{b}\" onmouseover=\"alert(1)$\n\n"
+    "'<b>z</b></a></div>",
 ])
 def test_math_inside_a_tag_goes_back_as_escaped_tex_and_never_opens_an_attribute(source):
     page = render(source)
     tags = parsed(page)
-    assert not [(t, a) for t, a in tags if any(k.startswith("on") or k in ("autofocus", "style") for k in a)], page
+    assert not [(t, a) for t, a in tags
+                if any(k.startswith("on") or k in ("autofocus", "style") for k in a)], page
     assert {t for t, _ in tags} <= {"h1", "p", "a", "div", "b", *mathml.MATH_TAGS}, page
     for tag, attributes in tags:
         if tag not in mathml.MATH_TAGS:
-            assert not any("<math" in v for v in attributes.values()), f"MathML inside an attribute: {page}"
+            assert not any("<math" in v for v in attributes.values()), (
+                f"MathML inside an attribute: {page}")
 
 
 def test_a_heading_with_math_shows_it_once_and_its_link_works():
@@ -116,8 +125,9 @@ def test_a_heading_with_math_shows_it_once_and_its_link_works():
 
 def test_nbgrader_pages_take_the_macro_without_mathjax_with_the_courses_config():
     """As nbgrader configures each page's exporter: the Formgrader sets template_name and
-    extra_template_basedirs, then reads the course's nbgrader_config.py (which wins); generate_feedback
-    reads it first and keeps its basedirs. Either way mathjax() comes from templates/NAME/."""
+    extra_template_basedirs, then reads the course's nbgrader_config.py (which wins);
+    generate_feedback reads it first and keeps its basedirs. Either way mathjax() comes from
+    templates/NAME/."""
     from nbgrader.server_extensions.formgrader.handlers import template_path
     from traitlets.config import Config
     from traitlets.config.loader import PyFileConfigLoader
@@ -127,9 +137,11 @@ def test_nbgrader_pages_take_the_macro_without_mathjax_with_the_courses_config()
     assert "<script" not in macro.read_text()
     assert (mathml.TEMPLATES / "feedback" / "mathjax.html.j2").read_text() == macro.read_text()
     for name in ("formgrade", "feedback"):
-        config = Config({"HTMLExporter": {"template_name": name, "extra_template_basedirs": [template_path]}})
+        config = Config(
+            {"HTMLExporter": {"template_name": name, "extra_template_basedirs": [template_path]}})
         config.merge(course)
         exporter = HTMLExporter(config=config)
         found = Path(exporter.environment.get_template("mathjax.html.j2").filename)
         assert found.parent == mathml.TEMPLATES / name, f"{name}: mathjax() comes from {found}"
-        assert Path(exporter.environment.get_template("index.html.j2").filename).parent == Path(template_path) / name
+        assert (Path(exporter.environment.get_template("index.html.j2").filename).parent
+                == Path(template_path) / name)

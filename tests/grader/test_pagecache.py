@@ -1,5 +1,5 @@
-"""course_utils.grader.pagecache: a neighbour that drops the shared files from the page cache cannot raise
-an honest learner's measured peak while the grader pins them (issue 13)."""
+"""course_utils.grader.pagecache: a neighbour that drops the shared files from the page cache cannot
+raise an honest learner's measured peak while the grader pins them (issue 13)."""
 
 import ctypes
 import os
@@ -17,14 +17,16 @@ from course_utils.grader.worker import Limits, Worker
 MB = 2 ** 20
 BUILD = Path(__file__).resolve().parents[2] / "build"
 needs_cgroup = pytest.mark.skipif(not measures_memory(),
-                                  reason="needs grading as root with a memory cgroup (a container or VM; CI has one)")
+                                  reason="needs grading as root with a memory cgroup (a container "
+                                         "or VM; CI has one)")
 
 
 def test_nothing_is_pinned_where_no_peak_is_measured(monkeypatch):
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
     pin = pagecache.pin_environment(os.getpid())
     assert not pin.active and pin.files == 0 and pin.bytes == 0
-    assert pin.summary() == "no page cache pinned: not root (no memory cgroup measures peaks, so there is nothing to protect)"
+    assert (pin.summary() == "no page cache pinned: not root (no memory cgroup measures peaks, so "
+                             "there is nothing to protect)")
     pin.close()
     monkeypatch.setattr(sys, "platform", "darwin")
     assert "not Linux" in pagecache.pin_environment().summary()
@@ -51,10 +53,12 @@ def test_a_system_folder_holding_the_environment_is_walked_once(tmp_path):
 
 
 def cached_pages(path: str) -> tuple[int, int]:
-    """(pages of the file in the page cache, pages of the file), by mincore (root sees any file's)."""
+    """(pages of the file in the page cache, pages of the file), by mincore (root sees any
+    file's)."""
     libc = ctypes.CDLL(None, use_errno=True)
     libc.mmap.restype = ctypes.c_void_p
-    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                          ctypes.c_int, ctypes.c_long]
     libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
     libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
     size, page = os.path.getsize(path), os.sysconf("SC_PAGE_SIZE")
@@ -78,9 +82,10 @@ def evict(path: str) -> None:
 @needs_cgroup
 @pytest.mark.slow
 def test_pinned_pages_stay_cached_until_the_pin_is_closed(monkeypatch):
-    # A folder of this test's own stands for the environment: a grading that runs beside this test (another
-    # pytest worker) pins the environment's files itself, and a page it pins is never dropped. On the
-    # repository's file system (build/), not /tmp, which may be a tmpfs that holds no page cache to drop.
+    # A folder of this test's own stands for the environment: a grading that runs beside this test
+    # (another pytest worker) pins the environment's files itself, and a page it pins is never
+    # dropped. On the repository's file system (build/), not /tmp, which may be a tmpfs that holds
+    # no page cache to drop.
     BUILD.mkdir(exist_ok=True)
     folder = Path(tempfile.mkdtemp(dir=BUILD, prefix="pagecache-"))
     try:
@@ -105,25 +110,29 @@ def pinned_then_dropped(source: str) -> None:
         assert cached == pages, "posix_fadvise(DONTNEED) dropped a pinned page"
     assert not pin.active and pin.summary() == "no page cache pinned: closed"
     evict(source)
-    assert cached_pages(source)[0] < pages, "once the pin is closed the pages can go (so the pin is what kept them)"
+    assert cached_pages(source)[0] < pages, ("once the pin is closed the pages can go (so the pin "
+                                             "is what kept them)")
 
 
 # A modest torch cell that runs code the worker has not run yet (libraries, Python modules).
 WORKLOAD = """
 import torch.nn as nn, torch.nn.functional as F
 torch.manual_seed(0)
-m = nn.Sequential(nn.Conv2d(3, 16, 3), nn.BatchNorm2d(16), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(16 * 15 * 15, 10))
+m = nn.Sequential(nn.Conv2d(3, 16, 3), nn.BatchNorm2d(16), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+                  nn.Linear(16 * 15 * 15, 10))
 F.cross_entropy(m(torch.randn(8, 3, 32, 32)), torch.randint(0, 10, (8,))).backward()
 torch.optim.Adam(m.parameters()).step()
 out, _ = nn.LSTM(10, 20, 2)(torch.randn(5, 3, 10)); out.sum().backward()
 nn.TransformerEncoderLayer(32, 4, 64)(torch.randn(6, 2, 32)).sum().backward()
-torch.fft.fft(torch.randn(64)); torch.linalg.svd(torch.randn(10, 10)); torch.linalg.qr(torch.randn(8, 8))
+torch.fft.fft(torch.randn(64)); torch.linalg.svd(torch.randn(10, 10))
+torch.linalg.qr(torch.randn(8, 8))
 """
 
 # The neighbour: drops every file it can see from the page cache (the same files, the same cache).
 EVICT = """
 import os, sys
-paths = [os.path.join(d, f) for r in {"/usr", "/etc", sys.prefix, sys.base_prefix} for d, _, fs in os.walk(r) for f in fs]
+paths = [os.path.join(d, f) for r in {"/usr", "/etc", sys.prefix, sys.base_prefix}
+         for d, _, fs in os.walk(r) for f in fs]
 for p in paths:
     try:
         fd = os.open(p, os.O_RDONLY)
@@ -143,8 +152,8 @@ def run(worker: Worker, source: str) -> None:
 
 
 def honest_peak(neighbour: Worker | None) -> int:
-    """The peak the grader measures over WORKLOAD in a fresh learner's worker; the neighbour, if any,
-    empties the cache before the worker starts and again before the measured cell."""
+    """The peak the grader measures over WORKLOAD in a fresh learner's worker; the neighbour, if
+    any, empties the cache before the worker starts and again before the measured cell."""
     if neighbour is not None:
         run(neighbour, EVICT)
     with Worker("learner", Limits(), slot=1) as w:
@@ -165,10 +174,12 @@ def test_a_neighbour_evicting_the_page_cache_does_not_raise_an_honest_peak():
     with Worker("reference", Limits()) as reference:
         run(reference, "import torch")
         run(reference, WORKLOAD)   # the reference ran the lesson: what it read is in the cache
-        with pagecache.pin_environment(reference.proc.pid) as pin, Worker("learner", Limits(), slot=2) as neighbour:
+        with (pagecache.pin_environment(reference.proc.pid) as pin,
+              Worker("learner", Limits(), slot=2) as neighbour):
             assert pin.active, pin.summary()
             pinned = pin.summary()
             quiet = honest_peak(None)
             attacked = honest_peak(neighbour)
-    assert attacked - quiet < 8 * MB, (f"the neighbour's evictions raised the honest peak by {(attacked - quiet) / MB:.0f} MB "
-                                       f"({quiet / MB:.0f} MB quiet; {pinned})")
+    assert attacked - quiet < 8 * MB, ("the neighbour's evictions raised the honest peak by "
+                                       f"{(attacked - quiet) / MB:.0f} MB ({quiet / MB:.0f} MB "
+                                       f"quiet; {pinned})")

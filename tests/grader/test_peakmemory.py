@@ -1,5 +1,5 @@
-"""course_utils.grader.peakmemory and the grader's use of it: peak memory measured by the kernel, from
-outside the learner's process, where grading runs as root with a memory cgroup."""
+"""course_utils.grader.peakmemory and the grader's use of it: peak memory measured by the kernel,
+from outside the learner's process, where grading runs as root with a memory cgroup."""
 
 import os
 import subprocess
@@ -16,7 +16,8 @@ from course_utils.grader.worker import Limits, Worker
 
 MB = 2 ** 20
 needs_cgroup = pytest.mark.skipif(not measures_memory(),
-                                  reason="needs grading as root with a memory cgroup (a container or VM; CI has one)")
+                                  reason="needs grading as root with a memory cgroup (a container "
+                                         "or VM; CI has one)")
 
 
 def test_nothing_measured_without_a_cgroup(tmp_path):
@@ -33,7 +34,8 @@ def test_a_judge_sees_no_numbers_outside_the_grader():
 def test_the_reference_takes_its_cgroup_from_the_environment_once(monkeypatch, tmp_path):
     monkeypatch.setenv("COURSE_CGROUPS", str(tmp_path))  # no memory files there: nothing to measure
     assert peakmemory.from_environment() is None
-    assert "COURSE_CGROUPS" not in os.environ, "the variable is consumed, so the lesson's code never sees it"
+    assert "COURSE_CGROUPS" not in os.environ, ("the variable is consumed, so the lesson's code "
+                                                "never sees it")
 
 
 @needs_cgroup
@@ -45,13 +47,16 @@ def test_peak_counts_every_process_in_the_cgroup_and_resets():
         assert peak.available
         script = ("import sys; b = bytearray(200 * 2 ** 20); b[::4096] = b'x' * len(b[::4096]); "
                   "sys.stdout.write('done')")
-        join = 'for d in "$@"; do echo $$ > "$d/cgroup.procs"; done; exec ' + f"{sys.executable} -c \"{script}\""
+        join = ('for d in "$@"; do echo $$ > "$d/cgroup.procs"; done; exec '
+                + f"{sys.executable} -c \"{script}\"")
         assert peak.reset()
-        out = subprocess.run(["/bin/sh", "-c", join, "sh", *map(str, cgroup.dirs)], capture_output=True, text=True, timeout=60)
+        out = subprocess.run(["/bin/sh", "-c", join, "sh", *map(str, cgroup.dirs)],
+                             capture_output=True, text=True, timeout=60)
         assert out.stdout == "done", out.stderr
         assert peak.read() >= 200 * MB
         assert peak.reset()
-        assert peak.read() < 50 * MB, "after reset the peak is what is in use now (nothing: the child is gone)"
+        assert peak.read() < 50 * MB, ("after reset the peak is what is in use now (nothing: the "
+                                       "child is gone)")
         peak.close()
     finally:
         cgroup.remove()
@@ -77,7 +82,8 @@ def test_the_learners_worker_is_measured_from_outside_and_cannot_hide_memory():
     (_, idle), (_, used), (_, forked) = peaks(
         "x = 1",
         "t = torch.ones(300 * 2 ** 20 // 8, dtype=torch.float64)\ndel t",
-        "import os\npid = os.fork()\nif pid == 0:\n    b = bytearray(300 * 2 ** 20)\n    b[::4096] = b'x' * len(b[::4096])\n"
+        "import os\npid = os.fork()\nif pid == 0:\n    b = bytearray(300 * 2 ** 20)\n"
+        "    b[::4096] = b'x' * len(b[::4096])\n"
         "    os._exit(0)\nos.waitpid(pid, 0)\n"
         "try:\n    open('/proc/self/clear_refs', 'w').write('5')\nexcept OSError:\n    pass\n")
     assert used - idle >= 290 * MB
@@ -86,7 +92,8 @@ def test_the_learners_worker_is_measured_from_outside_and_cannot_hide_memory():
 
 @needs_cgroup
 def test_the_reference_worker_is_charged_from_its_start():
-    """The reference joins its cgroup before Python starts, so its peaks compare with a learner's."""
+    """The reference joins its cgroup before Python starts, so its peaks compare with a
+    learner's."""
     with Worker("reference", Limits()) as w:
         w.send({"op": "cell", "id": 0, "gid": None, "source": "import torch"}, timeout=120)
         usage = PeakMemory(w._cgroup.dirs)
@@ -121,4 +128,5 @@ def test_data_parked_in_socket_buffers_is_counted():
     otherwise keep a summed graph's activations there, out of the measured peak."""
     (_, idle), (error, parked) = peaks("y = 2", PARK_IN_SOCKETS)
     assert error is None
-    assert parked - idle >= 32 * MB, f"only {(parked - idle) / MB:.0f} MB of the ~48 MB in socket buffers was counted"
+    assert parked - idle >= 32 * MB, (f"only {(parked - idle) / MB:.0f} MB of the ~48 MB in socket "
+                                      "buffers was counted")

@@ -16,16 +16,20 @@ def roundtrip(value):
 def test_plain_data_survives_json_exactly():
     value = {"a": [1, 2.5, -0.0, True, None, "text"], "t": (1, (2, 3)), "big": 2 ** 70,
              "x": torch.tensor([[1.5, float("nan")], [float("inf"), -2.0]], dtype=torch.float64),
-             "i": torch.arange(6, dtype=torch.int32).reshape(2, 3), "b": torch.tensor([True, False]),
-             "c": torch.tensor([1 + 2j], dtype=torch.complex64), "size": torch.Size([2, 3]), "dtype": torch.float16,
-             "e": torch.zeros(0, 4), "nan": float("nan")}
+             "i": torch.arange(6, dtype=torch.int32).reshape(2, 3),
+             "b": torch.tensor([True, False]),
+             "c": torch.tensor([1 + 2j], dtype=torch.complex64), "size": torch.Size([2, 3]),
+             "dtype": torch.float16, "e": torch.zeros(0, 4), "nan": float("nan")}
     back = roundtrip(value)
     assert type(back["t"]) is tuple and back["t"] == (1, (2, 3))
-    assert type(back["big"]).__name__ == "int too large", "no exercise returns one; its digits could spell any text"
+    assert type(back["big"]).__name__ == "int too large", (
+        "no exercise returns one; its digits could spell any text")
     assert back["a"] == value["a"] and back["size"] == (2, 3) and back["dtype"] is torch.float16
     for k in ("x", "i", "b", "c", "e"):
-        assert type(back[k]) is torch.Tensor and back[k].dtype == value[k].dtype and back[k].shape == value[k].shape
-        assert torch.equal(back[k].nan_to_num(0.0), value[k].nan_to_num(0.0)) if k == "x" else torch.equal(back[k], value[k])
+        assert (type(back[k]) is torch.Tensor and back[k].dtype == value[k].dtype
+                and back[k].shape == value[k].shape)
+        assert (torch.equal(back[k].nan_to_num(0.0), value[k].nan_to_num(0.0)) if k == "x"
+                else torch.equal(back[k], value[k]))
     assert back["nan"] != back["nan"]
 
 
@@ -34,8 +38,11 @@ def test_subclasses_and_objects_arrive_opaque_with_their_type_name():
         def __eq__(self, other):
             return True
 
-    back = roundtrip([Sneaky(1.0), torch.zeros(2).as_subclass(type("Agreeable", (torch.Tensor,), {})), object(), {1: 2}])
-    assert [type(v).__name__ for v in back] == ["Sneaky", "Agreeable", "object", "dict with nonstring keys"]
+    back = roundtrip([Sneaky(1.0),
+                      torch.zeros(2).as_subclass(type("Agreeable", (torch.Tensor,), {})),
+                      object(), {1: 2}])
+    assert [type(v).__name__ for v in back] == ["Sneaky", "Agreeable", "object",
+                                                "dict with nonstring keys"]
     assert all(isinstance(v, protocol.Opaque) for v in back)
     assert back[0] != 1.0
 
@@ -53,8 +60,10 @@ def test_tensors_lose_their_graph_and_device():
     {"$tensor": {"dtype": "float32", "shape": [-1], "data": []}},
     {"$pickle": "gASV"}, {"a": 1, "b": 2}, {"$float": "1e999"}, {"$bigint": "12a"},
     {"$dtype": "os.system"}, {"$tuple": "abc"}, {"$dtype": ["float32"]}, {"$float": ["nan"]},
-    2 ** 63, -2 ** 63 - 1, [1, 10 ** 30], {"$tuple": [2 ** 64]},           # encode sends those as $bigint
-    {"$tensor": {"dtype": "float32", "shape": [1] * 33, "data": [1.0]}},  # more dimensions than torch allows
+    # encode sends those as $bigint
+    2 ** 63, -2 ** 63 - 1, [1, 10 ** 30], {"$tuple": [2 ** 64]},
+    # more dimensions than torch allows
+    {"$tensor": {"dtype": "float32", "shape": [1] * 33, "data": [1.0]}},
     {"$tensor": {"dtype": "float32", "shape": [2 ** 63, 0], "data": []}},
     {"$tensor": {"dtype": "float32", "shape": [True], "data": [1.0]}},
     {"$tensor": {"dtype": "float64", "shape": [1], "data": [2 ** 70]}},
@@ -71,7 +80,8 @@ def test_integers_fill_the_int64_range_and_no_more():
     assert torch.equal(roundtrip(edge), edge)
     assert roundtrip([2 ** 63 - 1, -(2 ** 63 - 1)]) == [2 ** 63 - 1, -(2 ** 63 - 1)]
     assert type(roundtrip(-2 ** 63)).__name__ == "int too large"
-    assert protocol.loads(json.dumps(protocol.encode({"n": [2 ** 63 - 1, -2 ** 63 + 1], "x": 1.5e300})).encode()) == \
+    assert protocol.loads(
+        json.dumps(protocol.encode({"n": [2 ** 63 - 1, -2 ** 63 + 1], "x": 1.5e300})).encode()) == \
         {"$dict": {"n": [2 ** 63 - 1, -2 ** 63 + 1], "x": 1.5e300}}
 
 
@@ -96,10 +106,12 @@ def test_decoding_is_bounded_before_it_is_attempted():
         assert _timed(protocol.decode, data) < 0.2
         with pytest.raises(ValueError, match="malformed"):
             protocol.decode(data)
-    for data in ("HUGE", ["HUGE"] * 3000, {"$tuple": ["HUGE"] * 3000}, {"$dict": {"k": ["HUGE"] * 3000}},
+    for data in ("HUGE", ["HUGE"] * 3000, {"$tuple": ["HUGE"] * 3000},
+                 {"$dict": {"k": ["HUGE"] * 3000}},
                  {"$tensor": {"dtype": "int64", "shape": [3000], "data": ["HUGE"] * 3000}},
                  {"$tensor": {"dtype": "float32", "shape": ["HUGE"] * 3000, "data": []}}):
-        line = json.dumps(data).replace('"HUGE"', digits).encode()  # what a hostile worker could send
+        # what a hostile worker could send
+        line = json.dumps(data).replace('"HUGE"', digits).encode()
         assert _timed(protocol.loads, line) < 0.2
         with pytest.raises(ValueError, match="digits"):
             protocol.loads(line)
@@ -107,7 +119,8 @@ def test_decoding_is_bounded_before_it_is_attempted():
         assert _timed(protocol.decode, parsed) < 0.2
         with pytest.raises(ValueError, match="malformed"):
             protocol.decode(parsed)
-    assert protocol.loads(b'[12345678901234567890, -12345678901234567890]') == [12345678901234567890, -12345678901234567890]
+    assert (protocol.loads(b'[12345678901234567890, -12345678901234567890]')
+            == [12345678901234567890, -12345678901234567890])
     with pytest.raises(ValueError):
         protocol.loads(b"[123456789012345678901]")
 
@@ -127,7 +140,8 @@ def test_size_and_depth_are_capped():
 def test_type_names_from_the_learners_process_are_bounded_in_number():
     many = [{"$opaque": f"T{i}"} for i in range(protocol.MAX_OPAQUE_TYPES + 50)]
     names = [type(v).__name__ for v in protocol.decode(many)]
-    assert len(set(names)) == protocol.MAX_OPAQUE_TYPES + 1 and names[-1] == "object"  # + the catch-all
+    # + the catch-all
+    assert len(set(names)) == protocol.MAX_OPAQUE_TYPES + 1 and names[-1] == "object"
 
 
 def test_one_observations_type_names_never_reach_the_next():

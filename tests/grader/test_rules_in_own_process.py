@@ -1,4 +1,5 @@
-"""Rules that a test checks in the learner's own process hold against a child process (issue 24, attack 7).
+"""Rules that a test checks in the learner's own process hold against a child process (issue 24,
+attack 7).
 
 Lesson 04's mlp_backward must compute gradients without autograd, and lesson 03's predict_saved must
 predict saved bytes without building a graph to measure; both are watched in the learner's process
@@ -24,10 +25,11 @@ from course_utils.grader.worker import Limits
 
 pytestmark = pytest.mark.slow
 
-LIMITS = Limits(cell_seconds=60, notebook_seconds=300, sandbox="required" if can_isolate() else "optional")
+LIMITS = Limits(cell_seconds=60, notebook_seconds=300,
+                sandbox="required" if can_isolate() else "optional")
 
-# Measured, not predicted: 81 small graphs built in a forked child and fitted (the fit also covers the
-# test's sizes that are far too large to build), the coefficients piped back.
+# Measured, not predicted: 81 small graphs built in a forked child and fitted (the fit also covers
+# the test's sizes that are far too large to build), the coefficients piped back.
 MEASURED_IN_A_CHILD = '''def predict_saved(n, d, h, o, dtype=torch.float32, x_requires_grad=False):
     """What report() counts, measured on small graphs in a forked child and fitted."""
     import itertools
@@ -41,7 +43,8 @@ MEASURED_IN_A_CHILD = '''def predict_saved(n, d, h, o, dtype=torch.float32, x_re
         for a, b, c, e in itertools.product((1, 2, 3), repeat=4):
             net = nn.Sequential(nn.Linear(b, c), nn.Tanh(), nn.Linear(c, e)).to(dtype)
             X = torch.randn(a, b, dtype=dtype, requires_grad=x_requires_grad)
-            r = report((net(X) - torch.randn(a, e, dtype=dtype)).pow(2).mean(), dict(net.named_parameters()))
+            r = report((net(X) - torch.randn(a, e, dtype=dtype)).pow(2).mean(),
+                       dict(net.named_parameters()))
             rows.append([1, a * b, a * c, c * e, a * e, b * c])
             ys.append([len(r.saved), r.saved_bytes, r.activation_bytes])
         A, B = torch.tensor(rows, dtype=torch.float64), torch.tensor(ys, dtype=torch.float64)
@@ -81,7 +84,8 @@ def mlp_backward(model, X, y, lam):
                 if i < L - 1:
                     H = torch.relu(H)
             return F.cross_entropy(H, y) + lam / 2 * sum((W ** 2).sum() for W in params[:L])
-        grads = torch.func.grad(J)([W.detach() for W in model.weights] + [b.detach() for b in model.biases])
+        grads = torch.func.grad(J)([W.detach() for W in model.weights]
+                                   + [b.detach() for b in model.biases])
         conn.send([g.tolist() for g in grads])
         conn.close()
 
@@ -95,8 +99,8 @@ def mlp_backward(model, X, y, lam):
 '''
 
 # The same measurement in a thread the answer cell started, waiting for work: saved-tensor hooks and
-# autograd's node numbers are per thread, so the test's watch in the probe's thread sees nothing, and
-# forbidding new threads comes too late for one that already runs.
+# autograd's node numbers are per thread, so the test's watch in the probe's thread sees nothing,
+# and forbidding new threads comes too late for one that already runs.
 MEASURED_IN_AN_EARLIER_THREAD = '''import itertools
 import queue
 import threading
@@ -111,7 +115,8 @@ def _measure_forever():
         for a, b, c, e in itertools.product((1, 2, 3), repeat=4):
             net = nn.Sequential(nn.Linear(b, c), nn.Tanh(), nn.Linear(c, e)).to(dtype)
             X = torch.randn(a, b, dtype=dtype, requires_grad=x_requires_grad)
-            r = report((net(X) - torch.randn(a, e, dtype=dtype)).pow(2).mean(), dict(net.named_parameters()))
+            r = report((net(X) - torch.randn(a, e, dtype=dtype)).pow(2).mean(),
+                       dict(net.named_parameters()))
             rows.append([1, a * b, a * c, c * e, a * e, b * c])
             ys.append([len(r.saved), r.saved_bytes, r.activation_bytes])
         A, B = torch.tensor(rows, dtype=torch.float64), torch.tensor(ys, dtype=torch.float64)
@@ -119,7 +124,8 @@ def _measure_forever():
 
 
 threading.Thread(target=_measure_forever, daemon=True).start()
-_jobs.put((torch.float32, False))   # a first job now, while nothing watches: OpenMP's team for that thread starts
+# a first job now, while nothing watches: OpenMP's team for that thread starts
+_jobs.put((torch.float32, False))
 _fits.get()
 
 
@@ -143,22 +149,30 @@ def _solutions(name: str):
     ("04-mlp-backprop", "l04_mlp_backward", AUTOGRAD_IN_A_CHILD),
     ("03-pytorch-autograd", "l03_predict_saved", MEASURED_IN_AN_EARLIER_THREAD),
 ], ids=["03-measured-in-a-child", "04-autograd-in-a-child", "03-measured-in-an-earlier-thread"])
-def test_a_child_process_does_not_step_around_a_rule_checked_in_the_learners_process(name, exercise, answer):
-    with grade.reference_for(_solutions(name), LIMITS) as reference:   # one per lesson (the grader's own cache)
+def test_a_child_process_does_not_step_around_a_rule_checked_in_the_learners_process(
+        name, exercise, answer):
+    # one per lesson (the grader's own cache)
+    with grade.reference_for(_solutions(name), LIMITS) as reference:
         answers = {c.gid: c.source for c in reference.lesson.answers}
-        result = grade.grade_answers(reference.lesson, reference, {**answers, exercise: answer}, [], "mallory", LIMITS)
+        result = grade.grade_answers(reference.lesson, reference, {**answers, exercise: answer}, [],
+                                     "mallory", LIMITS)
     for gid, outcome in result.outcomes.items():
         if gid == f"{exercise}_test":
-            assert outcome.score == 0, f"{gid}: the child's work scored {outcome.score}/{outcome.points}"
-            if answer is MEASURED_IN_AN_EARLIER_THREAD or (os.geteuid() == 0 and isolation() == "root"):
-                assert outcome.message.endswith(grade.OWN_PROCESS), outcome.message   # the thread found, or the fork counted
+            assert outcome.score == 0, (f"{gid}: the child's work scored "
+                                        f"{outcome.score}/{outcome.points}")
+            if (answer is MEASURED_IN_AN_EARLIER_THREAD
+                    or (os.geteuid() == 0 and isolation() == "root")):
+                # the thread found, or the fork counted
+                assert outcome.message.endswith(grade.OWN_PROCESS), outcome.message
         else:
-            assert outcome.score == outcome.points, f"{gid}: the solution lost points: {outcome.message}"
+            assert outcome.score == outcome.points, (
+                f"{gid}: the solution lost points: {outcome.message}")
 
 
 def test_only_lessons_whose_probes_run_process_groups_may_start_processes():
-    """Declared once, in the lesson's checks module (PROBES_START_PROCESSES); every other lesson, and one
-    without a checks module (the grader's fixture), is graded with process creation forbidden."""
+    """Declared once, in the lesson's checks module (PROBES_START_PROCESSES); every other lesson,
+    and one without a checks module (the grader's fixture), is graded with process creation
+    forbidden."""
     lessons = sorted(p.parent.name for p in (ROOT / "solutions").glob("[0-9][0-9]-*/*.ipynb"))
     allowed = {name for name in lessons if load_lesson(_solutions(name)).probes_start_processes}
     assert allowed == {"08-multi-device", "09-bigger-batch"}

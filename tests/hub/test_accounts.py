@@ -1,4 +1,5 @@
-"""hub/accounts.py and the command's bad input: checked before `bash course.sh hub` changes anything.
+"""hub/accounts.py and the command's bad input: checked before `bash course.sh hub` changes
+anything.
 
 No account is made here: a roster is read and refused, and the command is run with input it must
 refuse before it looks at the machine (one line on stderr, exit 2, no traceback).
@@ -14,7 +15,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "hub"))
-import accounts  # noqa: E402
+import accounts
 
 HEADER = "id,first_name,last_name,email\n"
 
@@ -27,7 +28,8 @@ def roster(tmp_path, *ids, header=HEADER):
 
 def test_a_roster_of_new_names_gives_its_learners(tmp_path):
     # fresh names: none of them an account on this machine
-    assert accounts.read_learners(roster(tmp_path, "zq_ada", "zq_alan"), "zq_teacher") == ["zq_ada", "zq_alan"]
+    assert accounts.read_learners(roster(tmp_path, "zq_ada", "zq_alan"), "zq_teacher") == [
+        "zq_ada", "zq_alan"]
 
 
 @pytest.mark.parametrize("ids, instructor, words", [
@@ -43,14 +45,16 @@ def test_a_roster_of_new_names_gives_its_learners(tmp_path):
     (["zq_ada", "zq_ada"], "zq_teacher", "empty or repeated id"),
     ([""], "zq_teacher", "empty or repeated id"),
 ])
-def test_a_roster_the_class_cannot_have_is_refused_with_the_reason(tmp_path, ids, instructor, words):
+def test_a_roster_the_class_cannot_have_is_refused_with_the_reason(tmp_path, ids, instructor,
+                                                                   words):
     with pytest.raises(accounts.BadInput) as e:
         accounts.read_learners(roster(tmp_path, *ids), instructor)
     assert words in str(e.value) and "\n" not in str(e.value)
 
 
 def test_teaching_assistants_are_named_once_each_in_any_spacing():
-    assert accounts.read_tas(" zq_tom, zq_tia,,zq_tom ", "zq_teacher", ["zq_ada"]) == ["zq_tom", "zq_tia"]
+    assert accounts.read_tas(" zq_tom, zq_tia,,zq_tom ", "zq_teacher", ["zq_ada"]) == [
+        "zq_tom", "zq_tia"]
     assert accounts.read_tas("", "zq_teacher", ["zq_ada"]) == []
 
 
@@ -67,13 +71,15 @@ def test_a_teaching_assistant_the_class_cannot_have_is_refused_with_the_reason(t
 
 
 def test_accounts_written_before_there_were_tas_have_none(tmp_path):
-    (tmp_path / "accounts.json").write_text('{"instructor": "zq_teacher", "learners": ["zq_ada"]}\n')
+    (tmp_path / "accounts.json").write_text(
+        '{"instructor": "zq_teacher", "learners": ["zq_ada"]}\n')
     assert accounts.Accounts.read(tmp_path) == accounts.Accounts("zq_teacher", ["zq_ada"], [])
 
 
 def test_a_roster_without_the_id_column_is_refused(tmp_path):
     with pytest.raises(accounts.BadInput, match="no column id"):
-        accounts.read_learners(roster(tmp_path, "zq_ada", header="name,first_name,last_name,email\n"), "zq_teacher")
+        accounts.read_learners(roster(tmp_path, "zq_ada",
+                                      header="name,first_name,last_name,email\n"), "zq_teacher")
 
 
 @pytest.mark.parametrize("args, words", [
@@ -83,8 +89,8 @@ def test_a_roster_without_the_id_column_is_refused(tmp_path):
     (["--colour"], "unrecognized arguments"),
 ])
 def test_the_command_refuses_bad_options_in_one_line(args, words):
-    done = subprocess.run([sys.executable, str(ROOT / "hub" / "classroom.py"), *args], capture_output=True, text=True,
-                          timeout=120)
+    done = subprocess.run([sys.executable, str(ROOT / "hub" / "classroom.py"), *args],
+                          capture_output=True, text=True, timeout=120)
     assert done.returncode == 2, done.stderr
     assert words in done.stderr and "Traceback" not in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1, done.stderr
@@ -92,8 +98,10 @@ def test_the_command_refuses_bad_options_in_one_line(args, words):
 
 
 def test_the_command_needs_root_or_a_roster_it_can_read(tmp_path):
-    """As anyone but root it says so; as root, a roster it cannot read stops it before any change."""
-    done = subprocess.run([sys.executable, str(ROOT / "hub" / "classroom.py"), "--roster", str(tmp_path / "none.csv")],
+    """As anyone but root it says so; as root, a roster it cannot read stops it before any
+    change."""
+    done = subprocess.run([sys.executable, str(ROOT / "hub" / "classroom.py"),
+                           "--roster", str(tmp_path / "none.csv")],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
     assert len(done.stderr.strip().splitlines()) == 1, done.stderr
@@ -109,7 +117,8 @@ def test_an_account_with_a_uid_of_the_graders_sandbox_is_refused(tmp_path, monke
     from course_utils.grader.sandbox import FIRST_UID
     assert accounts.HUMAN_UIDS[-1] < FIRST_UID and FIRST_UID - 1 in accounts.HUMAN_UIDS
     real = accounts.pwd.getpwnam
-    monkeypatch.setattr(accounts.pwd, "getpwnam", lambda name: types.SimpleNamespace(pw_uid=FIRST_UID, pw_gid=FIRST_UID)
+    monkeypatch.setattr(accounts.pwd, "getpwnam",
+                        lambda name: types.SimpleNamespace(pw_uid=FIRST_UID, pw_gid=FIRST_UID)
                         if name == "zq_sandboxed" else real(name))
     with pytest.raises(accounts.BadInput, match=f"system account \\(uid {FIRST_UID}\\)"):
         accounts.read_learners(roster(tmp_path, "zq_ada", "zq_sandboxed"), "zq_teacher")

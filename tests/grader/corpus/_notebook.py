@@ -64,9 +64,9 @@ def edited(edit, **answers) -> bytes:
 
 
 def fixture_course(dest: Path) -> Path:
-    """An nbgrader course at dest (the course's nbgrader_config.py) with the fixture lesson released: for
-    tests of the grading pipeline that need nbgrader's own path but no real lesson (a real lesson's
-    reference run and notebook cost seconds a submission)."""
+    """An nbgrader course at dest (the course's nbgrader_config.py) with the fixture lesson
+    released: for tests of the grading pipeline that need nbgrader's own path but no real lesson (a
+    real lesson's reference run and notebook cost seconds a submission)."""
     import shutil
     from course_utils.authoring import nbgrader_cli
     (dest / "solutions" / "99-fixture").mkdir(parents=True)

@@ -17,6 +17,7 @@ from corpus._notebook import dumps, notebook
 
 def submission(tmp: Path) -> bytes:
     nb = json.loads(dumps(notebook()))
-    next(c for c in nb["cells"] if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == "fx_grad"
+    next(c for c in nb["cells"]
+         if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == "fx_grad"
          )["metadata"]["nbgrader"]["grade_id"] = ["fx_grad"]
     return json.dumps(nb).encode()

@@ -17,5 +17,6 @@ from corpus._notebook import dumps, notebook
 
 def submission(tmp: Path) -> bytes:
     nb = json.loads(dumps(notebook()))
-    next(c for c in nb["cells"] if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == "fx_count")["source"] = 12
+    next(c for c in nb["cells"]
+         if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == "fx_count")["source"] = 12
     return json.dumps(nb).encode()

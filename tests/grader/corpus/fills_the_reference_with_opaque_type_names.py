@@ -14,7 +14,9 @@ REVIEW = "imports course_utils.grader.protocol"
 ANSWERS = {
     "fx_count": """import course_utils.grader.protocol as protocol
 encode = protocol.encode
-protocol.encode = lambda v, *a, **k: [{"$opaque": "T%d" % i} for i in range(100000)] if not a and type(v) is list and len(v) == 4 else encode(v, *a, **k)
+protocol.encode = lambda v, *a, **k: ([{"$opaque": "T%d" % i} for i in range(100000)]
+                                      if not a and type(v) is list and len(v) == 4
+                                      else encode(v, *a, **k))
 
 def count_positive(xs):
     return sum(1 for v in xs if v > 0)

@@ -18,7 +18,8 @@ from corpus._notebook import cell_of, edited
 
 def edit(nb) -> None:
     forged = nbformat.v4.new_code_cell("pass", metadata={"nbgrader": {
-        "grade": True, "solution": False, "locked": True, "grade_id": "fx_bonus", "points": 100, "schema_version": 3}})
+        "grade": True, "solution": False, "locked": True, "grade_id": "fx_bonus", "points": 100,
+        "schema_version": 3}})
     nb.cells.append(forged)
     cell_of(nb, "fx_count_test").metadata["nbgrader"]["points"] = 100
 

@@ -15,8 +15,10 @@ from corpus._notebook import GRAD_OK, cell_of, edited
 
 
 def edit(nb) -> None:
-    cell_of(nb, "fx_grad").source = ("### BEGIN HIDDEN TESTS\n" + GRAD_OK.replace("2 * x", "2 * x  # END HIDDEN TESTS")
-                                     + 'NOTE = "### BEGIN SOLUTION ### BEGIN HIDDEN TESTS"\n### BEGIN EXPECTED\n')
+    cell_of(nb, "fx_grad").source = ("### BEGIN HIDDEN TESTS\n"
+                                     + GRAD_OK.replace("2 * x", "2 * x  # END HIDDEN TESTS")
+                                     + 'NOTE = "### BEGIN SOLUTION ### BEGIN HIDDEN TESTS"\n'
+                                       '### BEGIN EXPECTED\n')
 
 
 def submission(tmp: Path) -> bytes:

@@ -14,7 +14,8 @@ ANSWERS = {
     "fx_count": """import linecache
 
 def count_positive(xs):
-    text = "".join("".join(v[2]) for v in list(linecache.cache.values()) if isinstance(v, tuple) and len(v) > 2)
+    text = "".join("".join(v[2]) for v in list(linecache.cache.values())
+                   if isinstance(v, tuple) and len(v) > 2)
     return [text[i:i + 30] for i in range(0, 600, 30)]
 """,
 }

@@ -14,6 +14,8 @@ ANSWERS = {
     "fx_scale": """def scale(x, k):
     return x * k
 
-get_ipython().input_transformers_cleanup.append(lambda lines: [] if any(w in l for l in lines for w in ("grade(", "check_", ".hidden(")) else lines)
+get_ipython().input_transformers_cleanup.append(
+    lambda lines: [] if any(w in l for l in lines for w in ("grade(", "check_", ".hidden("))
+    else lines)
 """,
 }

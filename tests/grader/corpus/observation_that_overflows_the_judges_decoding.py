@@ -13,7 +13,8 @@ REVIEW = "imports course_utils.grader.protocol"
 
 ANSWERS = {
     "fx_scale": """import course_utils.grader.protocol as protocol
-protocol.encode = lambda value, *a, **k: {"$tensor": {"dtype": "float32", "shape": [1], "data": [10 ** 400]}}
+protocol.encode = lambda value, *a, **k: {"$tensor": {"dtype": "float32", "shape": [1],
+                                                      "data": [10 ** 400]}}
 
 def scale(x, k):
     return x * k

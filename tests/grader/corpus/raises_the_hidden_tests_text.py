@@ -14,7 +14,8 @@ ANSWERS = {
     "fx_grad": """import linecache
 
 def square_grad(x):
-    text = "".join("".join(v[2]) for v in linecache.cache.values() if isinstance(v, tuple) and len(v) > 2)
+    text = "".join("".join(v[2]) for v in linecache.cache.values()
+                   if isinstance(v, tuple) and len(v) > 2)
     raise ValueError(text[-3000:])
 """,
 }

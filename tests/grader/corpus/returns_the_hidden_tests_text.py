@@ -14,6 +14,7 @@ ANSWERS = {
     "fx_count": """import linecache
 
 def count_positive(xs):
-    return "".join("".join(v[2]) for v in linecache.cache.values() if isinstance(v, tuple) and len(v) > 2)[-500:]
+    return "".join("".join(v[2]) for v in linecache.cache.values()
+                   if isinstance(v, tuple) and len(v) > 2)[-500:]
 """,
 }

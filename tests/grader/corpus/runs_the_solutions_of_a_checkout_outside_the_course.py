@@ -17,7 +17,8 @@ from pathlib import Path
 
 from corpus._notebook import FIXTURE, dumps, notebook
 
-OTHER_CHECKOUT = Path("/srv" if os.geteuid() == 0 else Path.home()) / f"course-corpus-checkout-{os.getpid()}"
+OTHER_CHECKOUT = Path("/srv" if os.geteuid() == 0
+                      else Path.home()) / f"course-corpus-checkout-{os.getpid()}"
 
 
 def submission(tmp: Path) -> bytes:

@@ -17,10 +17,13 @@ from corpus._notebook import dumps, notebook
 
 def submission(tmp: Path) -> bytes:
     nb = json.loads(dumps(notebook()))
-    nb["metadata"] = {"vscode": {"interpreter": {"hash": "abc"}}, "language_info": {"name": "python"}}
+    nb["metadata"] = {"vscode": {"interpreter": {"hash": "abc"}},
+                      "language_info": {"name": "python"}}
     for c in nb["cells"]:
-        c["source"] = "".join(c["source"])  # one string, as some editors save it (Jupyter writes a list of lines)
+        # one string, as some editors save it (Jupyter writes a list of lines)
+        c["source"] = "".join(c["source"])
         c["metadata"]["vscode"] = {"languageId": "python"}
         if c["cell_type"] == "code":
-            c["outputs"], c["execution_count"] = [{"output_type": "stream", "name": "stdout", "text": ["hi\n"]}], 3
+            c["outputs"], c["execution_count"] = [
+                {"output_type": "stream", "name": "stdout", "text": ["hi\n"]}], 3
     return json.dumps(nb, indent=4).encode()

@@ -12,7 +12,8 @@ REVIEW = "imports course_utils.grader.protocol"
 
 ANSWERS = {
     "fx_grad": """import course_utils.grader.protocol as protocol
-protocol.encode = lambda value, *a, **k: {"$tensor": {"dtype": "float32", "shape": [0, 10 ** 30], "data": []}}
+protocol.encode = lambda value, *a, **k: {"$tensor": {"dtype": "float32", "shape": [0, 10 ** 30],
+                                                      "data": []}}
 
 def square_grad(x):
     return 2 * x

@@ -1,5 +1,5 @@
-"""The visible test fails (an AssertionError from its check) and the hidden test's probe, which calls
-square_grad without naming the call, then raises OverflowError inside the learner's code.
+"""The visible test fails (an AssertionError from its check) and the hidden test's probe, which
+calls square_grad without naming the call, then raises OverflowError inside the learner's code.
 
 Must score 0 for fx_grad_test, and the reason names what the hidden test raised (OverflowError), not
 the visible check's AssertionError: the hidden test is what decides the points.
