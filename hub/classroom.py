@@ -110,12 +110,23 @@ def shared_config_dir(state: Path) -> Path:
 
 
 @functools.cache
+def course_config():
+    """The repository's nbgrader_config.py, loaded (the instructor's course starts from a copy)."""
+    from traitlets.config.loader import PyFileConfigLoader
+    return PyFileConfigLoader("nbgrader_config.py", path=str(ROOT)).load_config()
+
+
 def course_id() -> str:
     """The course id of the repository's nbgrader_config.py (the exchange's folder for this
     course)."""
-    from traitlets.config.loader import PyFileConfigLoader
-    return PyFileConfigLoader("nbgrader_config.py",
-                              path=str(ROOT)).load_config().CourseDirectory.course_id
+    return course_config().CourseDirectory.course_id
+
+
+def course_cell_seconds() -> float | None:
+    """The limit per cell the repository's nbgrader_config.py sets (None: the grader's default).
+    Read from the repository's file, never the instructor's copy: root runs no user's code."""
+    config = course_config()
+    return config.HardenedExecute.get("cell_seconds") if "HardenedExecute" in config else None
 
 
 def course_dir(instructor: str) -> Path:
@@ -175,7 +186,8 @@ def check_environment() -> None:
     does)."""
     name = "nobody"
     python = Path(sys.prefix) / "bin" / "python"
-    done = as_user(name, [str(python), "-c", "import course_utils, nbgrader, jupyterhub"],
+    done = as_user(name, [str(python), "-c",
+                          "import course_utils, course_admin, nbgrader, jupyterhub"],
                    Path("/"), {"PATH": f"{python.parent}:/usr/bin:/bin"})
     if done.returncode != 0:
         closed = next((str(p) for p in Path(os.path.realpath(python)).parents
@@ -247,7 +259,7 @@ def make_exchange(state: Path, instructor: str, course: str) -> None:
 COURSE_LIST = "@jupyter/nbgrader:course-list"
 
 
-def write_shared_config(state: Path, course: str) -> None:
+def write_shared_config(state: Path, course: str, cell_seconds: float | None = None) -> None:
     """STATE/jupyter, every user's first config folder but the instructor's (user_environment):
     nbgrader_config.py names the exchange and the course, sets Validate as grading runs and shows
     learners' text safely in Formgrader and feedback (SafeMarkdown); jupyter_server_config.json
@@ -274,6 +286,8 @@ def write_shared_config(state: Path, course: str) -> None:
         'c.ExchangeFactory.collect = "course_admin.exchange.SafeCollect"\n'
         "# Validate runs as grading does (the grader's limit per cell), "
         "as in the course's nbgrader_config.py\n"
+        + (f"c.HardenedExecute.cell_seconds = {float(cell_seconds)!r}\n"
+           if cell_seconds is not None else "") +
         "from course_utils.grader.preprocessors import validate_like_grading\n"
         "validate_like_grading(c)\n"
         "# a learner's text shown as text, never run, in Formgrader and feedback, "
@@ -699,7 +713,7 @@ def main(argv: list[str] | None = None) -> int:
     say(f"the instructor grades with the full sandbox: "
         f"{allow_full_sandbox(state, accounts.instructor)} lets them run "
         f"{root_worker(state)} as root (course_utils.grader.rootworker)")
-    write_shared_config(state, course_id())
+    write_shared_config(state, course_id(), course_cell_seconds())
     write_grader_menu(state, f"/user/{accounts.instructor}/")
     write_grader_menu(state, service_prefix(), service=True)
     course = make_course(state, accounts, args.roster)

@@ -41,3 +41,13 @@ def test_named_repository_paths_exist(page):
             continue
         if path.split("/")[0] in TOP and "/" in path or path in TOP:
             assert (ROOT / path).exists(), f"{page.name} names `{path}`: not in the repository"
+
+
+def test_instructors_guide_names_every_limit():
+    """docs/instructors.md names every field of the grader's Limits (a new limit is documented)."""
+    from dataclasses import fields
+
+    from course_utils.grader.worker import Limits
+    text = (ROOT / "docs" / "instructors.md").read_text()
+    missing = [f.name for f in fields(Limits) if f"`{f.name}`" not in text]
+    assert not missing, f"docs/instructors.md does not name Limits' {missing}"

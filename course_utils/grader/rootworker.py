@@ -72,7 +72,8 @@ from course_utils.grader.sandbox import FIRST_UID, SYSTEM_PATH
 from course_utils.grader.worker import Limits, Overloaded, Worker, WorkerDied
 from course_utils.grader.worker import check_sandbox as worker_check_sandbox
 
-# seconds a request may take past the worker's own backstop before the grader gives up on it
+# seconds a request may take past the worker's own overload cut-off (Limits.overload_factor)
+# before the grader gives up on it
 HEADROOM = 60
 
 

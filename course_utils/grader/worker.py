@@ -170,8 +170,9 @@ class WorkerDied(Exception):
 
 
 class Overloaded(WorkerDied):
-    """The machine, not the worker's code, kept a command from finishing: held up past the backstop
-    while its own time stayed under the limit. Never the learner's score: grade again."""
+    """The machine, not the worker's code, kept a command from finishing: held up past
+    Limits.overload_factor times its limit while its own time stayed under the limit. Never the
+    learner's score: grade again."""
 
 
 class Worker:
@@ -300,7 +301,8 @@ class Worker:
         """Send one command; return the worker's JSON answer. Raises WorkerDied (and kills the
         worker) if it exits, passes `timeout` seconds of its own time or timeout * cpus seconds of
         CPU, or answers with something that is not one JSON object within the size limit; raises
-        Overloaded if the machine held it up past the backstop (course_utils.grader.workerclock)."""
+        Overloaded if the machine held it up past Limits.overload_factor times the timeout
+        (course_utils.grader.workerclock)."""
         if self.proc is None or self.proc.poll() is not None:
             raise WorkerDied(self._death_reason())
         self.clock.start()

@@ -224,6 +224,32 @@ def test_every_users_nbgrader_shows_a_learners_text_safely(tmp_path):
             and course.HTMLExporter.sanitize_html is True)
 
 
+def test_learners_validate_stops_a_cell_where_the_courses_grading_does(tmp_path, monkeypatch):
+    """The shared configuration (every learner's nbgrader) sets Validate's limit per cell from the
+    repository's nbgrader_config.py: its default there, an instructor's 120 s when set; and names
+    exchange classes that import."""
+    import importlib
+    from traitlets.config import Config
+    from traitlets.config.loader import PyFileConfigLoader
+    from course_utils.grader.worker import Limits
+
+    def validate_timeout(configured):
+        course = Config()
+        if configured is not None:
+            course.HardenedExecute.cell_seconds = configured
+        monkeypatch.setattr(classroom, "course_config", lambda: course)
+        classroom.write_shared_config(tmp_path, "course", classroom.course_cell_seconds())
+        return PyFileConfigLoader("nbgrader_config.py",
+                                  path=str(classroom.shared_config_dir(tmp_path))).load_config()
+
+    assert validate_timeout(None).Execute.timeout == Limits().cell_seconds
+    config = validate_timeout(120.0)
+    assert config.Execute.timeout == 120 and config.Execute.interrupt_on_timeout is True
+    for name in (config.ExchangeFactory.submit, config.ExchangeFactory.collect):
+        module, _, cls = name.rpartition(".")
+        assert hasattr(importlib.import_module(module), cls), name
+
+
 @pytest.mark.parametrize("name", ["my state", "state,x", "state:x", "state=x", "state#x", 'state"x',
                                   "state\\x"])
 def test_a_state_path_sudo_cannot_name_as_it_is_is_refused(tmp_path, name):
