@@ -40,6 +40,21 @@ def test_the_fixture_lesson_has_its_answers_and_tests_in_order():
     assert all(t.hidden for t in lesson.tests), "every test cell of the fixture has hidden lines"
 
 
+def test_the_fixture_is_what_make_fixture_writes():
+    """tests/fixtures/99-fixture is made by tests/fixtures/make_fixture.py: the committed notebook
+    is its build(), cell by cell (ids aside), so a change to the script is a change to the
+    fixture."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(
+        "make_fixture", ROOT / "tests" / "fixtures" / "make_fixture.py")
+    make_fixture = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(make_fixture)
+    built, committed = make_fixture.build(), nbformat.read(FIXTURE, as_version=4)
+    strip = lambda nb: [{k: v for k, v in c.items() if k != "id"} for c in nb.cells]
+    assert strip(built) == strip(committed), "run python tests/fixtures/make_fixture.py"
+    assert built.metadata == committed.metadata
+
+
 def test_a_malformed_instructor_notebook_is_refused(tmp_path):
     both = notebook(code("x = 1", solution=True, grade=True, grade_id="a", points=1))
     first = notebook(code("assert True", grade=True, grade_id="t", points=1),
