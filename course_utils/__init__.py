@@ -14,6 +14,8 @@ What notebooks import (this folder):
     progress    a progress line on stdout for long cells (never stderr: graded cells stay clean)
     parallel    run_workers: real gloo/NCCL process groups from a notebook; init_from_env for
                 torchrun
+    pipeline    pipeline schedules measured: stages that take a set time, what each rank ran
+                when and how many micro-batches it held, its idle share (lesson 11)
     exercises   the stub of an unsolved exercise and the one line it shows
     checks      what visible test cells call: strict comparisons with diagnostic messages, finite
                 differences
