@@ -60,7 +60,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from course_utils.memory import format_bytes, storage_bytes
+from course_utils.memory import SavedTensors, format_bytes, storage_bytes
 from course_utils.parallel import WorkerError, run_workers
 from course_utils.pipeline import SlowStage, idle_fraction, record_actions
 
@@ -135,24 +135,12 @@ def local(t):
 
 
 def saved_activations(fn, params):
-    """fn() with autograd's saved tensors noted: (its result, {storage: (local shape, bytes)}) for
-    the distinct storages saved, the parameters' left out; a DTensor counts its local shard
-    (course_utils.memory.SavedTensors reads untyped_storage() of what it is given, which for a
-    DTensor is not the shard's)."""
-    skip = {local(p).untyped_storage().data_ptr() for p in params}
-    saved = {}
-
-    def pack(t):
-        with torch.no_grad():
-            shard = local(t)
-        key = shard.untyped_storage().data_ptr()
-        if key not in skip:
-            saved[key] = (tuple(shard.shape), shard.untyped_storage().nbytes())
-        return t
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+    """fn() with autograd's saved tensors noted: (its result, {index: (local shape, bytes)}) for
+    the distinct storages saved, the parameters' left out (SavedTensors: a DTensor counts as its
+    local shard)."""
+    with SavedTensors(exclude=params) as saved:
         out = fn()
-    return out, saved
+    return out, {i: (s.shape, s.nbytes) for i, s in enumerate(saved.saved) if not s.excluded}
 
 
 def traced_step(forward, params, x, dy):

@@ -34,6 +34,14 @@ def tensor_bytes(t: torch.Tensor) -> int:
     return t.numel() * t.element_size()
 
 
+def _local(t):
+    """A DTensor's local shard (what this rank holds), any other tensor itself."""
+    if not hasattr(t, "to_local"):
+        return t
+    with torch.no_grad():  # a look at the shard, not a step of anyone's graph
+        return t.to_local()
+
+
 def storage_bytes(tensors: Iterable[torch.Tensor | None]) -> int:
     """Bytes of the distinct storages behind tensors: what holding them all costs. A storage shared
     by several tensors (views, a flat buffer and its parameters) counts once; a DTensor counts its
@@ -42,7 +50,7 @@ def storage_bytes(tensors: Iterable[torch.Tensor | None]) -> int:
     for t in tensors:
         if t is None:
             continue
-        t = t.to_local() if hasattr(t, "to_local") else t
+        t = _local(t)
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"expected torch.Tensors, got {type(t).__name__}")
         storages[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
@@ -85,6 +93,7 @@ class SavedTensors:
     - exclude: tensors (e.g. model.parameters()) whose storages are not activations: recorded
       once, flagged excluded, and left out of activation_bytes, live_bytes and peak_bytes.
     Attributes, valid during and after the `with` block:
+    A DTensor (tensor parallel) counts as the shard this rank holds: its local shape and bytes.
     - saved: list of Saved, one per storage saved inside the block (a storage freed and saved
       again later, like the same input in two micro-batches, is listed again)
     - total_bytes: bytes of all of them; activation_bytes: the same without the excluded ones
@@ -97,7 +106,7 @@ class SavedTensors:
             if not isinstance(t, torch.Tensor):
                 raise TypeError("exclude must hold tensors (e.g. model.parameters()), "
                                 f"got {type(t).__name__}")
-        self._excluded = {t.untyped_storage().data_ptr() for t in exclude}
+        self._excluded = {_local(t).untyped_storage().data_ptr() for t in exclude}
         self._excluded_seen: set[int] = set()
         self._live: dict[int, list[int]] = {}  # storage key -> [saved references alive, bytes]
         self.saved: list[Saved] = []
@@ -106,17 +115,18 @@ class SavedTensors:
         self._hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack)
 
     def _pack(self, t: torch.Tensor):
-        storage = t.untyped_storage()
+        local = _local(t)  # a DTensor (tensor parallel): the shard this rank holds
+        storage = local.untyped_storage()
         key = storage.data_ptr()
         if key in self._excluded:  # a parameter: alive anyway, nothing to follow
             if key not in self._excluded_seen:
                 self._excluded_seen.add(key)
-                self.saved.append(Saved(t.dtype, tuple(t.shape), storage.nbytes(), True))
+                self.saved.append(Saved(t.dtype, tuple(local.shape), storage.nbytes(), True))
             return t
         live = self._live.get(key)
         if live is None:  # no graph holds this storage yet: it starts costing memory now
             live = self._live[key] = [0, storage.nbytes()]
-            self.saved.append(Saved(t.dtype, tuple(t.shape), storage.nbytes(), False))
+            self.saved.append(Saved(t.dtype, tuple(local.shape), storage.nbytes(), False))
             self.live_bytes += live[1]
             self.peak_bytes = max(self.peak_bytes, self.live_bytes)
         live[0] += 1

@@ -208,3 +208,30 @@ def test_tensor_allocations_on_cuda_are_within_the_allocator_peak():
     with TensorAllocations("cuda") as mem:
         step()
     assert 0 < mem.peak_bytes <= cuda_peak_bytes(step, device)
+
+
+# A module-level worker: it travels to the ranks by reference.
+def tensor_parallel_saved(rank, world_size):
+    """What SavedTensors lists for a column- then row-parallel MLP (8 -> 16 -> 8) on this rank."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor.parallel import (ColwiseParallel, RowwiseParallel,
+                                                   parallelize_module)
+    torch.manual_seed(0)
+    mlp = nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.Linear(16, 8))
+    parallelize_module(mlp, init_device_mesh("cpu", (world_size,)),
+                       {"0": ColwiseParallel(), "2": RowwiseParallel()})
+    x = torch.randn(4, 8, requires_grad=True)
+    with SavedTensors(exclude=mlp.parameters()) as saved:
+        mlp(x).sum().backward()
+    return [(s.shape, s.nbytes, s.excluded) for s in saved.saved]
+
+
+def test_a_dtensor_counts_as_the_shard_this_rank_holds():
+    """Tensor parallel over 2 ranks: the hidden activations (GELU's input and output, (4, 16)
+    whole) are (4, 8) shards of 128 bytes on each rank, the weights (16, 8) and (8, 16) are (8, 8)
+    shards, excluded; x, saved by the first Linear, is whole on every rank."""
+    from course_utils.parallel import run_workers
+    for ranks_saved in run_workers(tensor_parallel_saved, world_size=2, timeout=60):
+        assert sorted(ranks_saved) == sorted([((4, 8), 128, False), ((8, 8), 256, True),
+                                              ((4, 8), 128, False), ((4, 8), 128, False),
+                                              ((8, 8), 256, True)])
