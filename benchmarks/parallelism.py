@@ -35,7 +35,9 @@ them). Each time is the fastest of --steps steps after a warm-up step, on the sl
    passed before it, and the wait after it (these steps are short and noisy: the fastest of
    4 x --steps);
 6. context parallel: torch.distributed.tensor.experimental.context_parallel around one
-   scaled_dot_product_attention at N = 2 on the CPU: what it does (or the error it raises).
+   scaled_dot_product_attention at N = 2 on the CPU: what it does (or the error it raises);
+7. a 2-D DeviceMesh of 4 ranks, data parallel x tensor parallel: gradients against one process,
+   the collectives of a step.
 """
 
 import argparse
@@ -722,6 +724,44 @@ def context_parallel_on_cpu(world_size=2):
         print(f"{type(e).__name__}: {str(e).splitlines()[0]}")
 
 
+# ---------------------------------------------------------------- 7. a 2-D mesh: data x tensor
+
+
+def mesh_2d_worker(rank, world_size):
+    """4 ranks as a (2, 2) mesh: tensor parallel over "tp" (the Megatron MLP), data parallel over
+    "dp" (each row of the mesh its half of the batch, gradients all-reduced over "dp"): the largest
+    difference from one process on the whole batch, and the collectives of a step by kind."""
+    torch.set_num_threads(1)
+    mesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))
+    torch.manual_seed(0)
+    full, x = megatron_mlp(32), torch.randn(8, 16, 32)
+    (full(x) ** 2).mean().backward()
+    model = parallelize_module(copy.deepcopy(full), mesh["tp"],
+                               {"0": ColwiseParallel(), "2": RowwiseParallel()})
+    model.zero_grad(set_to_none=True)
+    mine = x.chunk(2)[mesh.get_local_rank("dp")]        # this row's half of the batch
+    with CommDebugMode() as comm:
+        (model(mine) ** 2).mean().backward()
+        for p in model.parameters():                     # data parallel over the "dp" dimension
+            g = p.grad.to_local()
+            dist.all_reduce(g, group=mesh.get_group("dp"))
+            g /= 2
+    diff = max((p.grad.full_tensor() - q.grad).abs().max().item()
+               for p, q in zip(model.parameters(), full.parameters()))
+    return diff, {str(k).split(".")[-1]: v for k, v in comm.get_comm_counts().items()}
+
+
+def mesh_2d():
+    print("\n## 7. a 2-D mesh, 4 ranks as (dp = 2) x (tp = 2): the Megatron MLP (32 -> 128 -> 32) "
+          "tensor parallel over tp, its batch split and its gradients all-reduced over dp")
+    try:
+        for rank, (diff, counts) in enumerate(run_workers(mesh_2d_worker, world_size=4,
+                                                          backend="gloo", timeout=120)):
+            print(f"rank {rank}: max|diff| from one process {diff:.1e}; collectives {counts}")
+    except (WorkerError, TimeoutError) as e:
+        print(f"{type(e).__name__}: {str(e).splitlines()[0]}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--steps", type=int, default=5,
@@ -738,6 +778,7 @@ def main() -> int:
     pipeline_section(args)
     overlapped_dp(4 * args.steps)  # short, noisy steps: more of them
     context_parallel_on_cpu()
+    mesh_2d()
     return 0
 
 

@@ -94,9 +94,10 @@ def load_lesson(path: Path) -> Lesson:
 
 def probes_start_processes(name: str) -> bool:
     """Whether the test cells of lesson `name` ("NN-topic") may start processes: only where its
-    checks module, course_utils.lessonchecks.lNN, declares PROBES_START_PROCESSES = True (lessons 08
-    and 09, whose probes run an exercise in process groups). It fails closed: any other lesson, one
-    without such a module included, has every test cell run with process creation forbidden, so a
+    checks module, course_utils.lessonchecks.lNN, declares PROBES_START_PROCESSES = True (lessons
+    08, 09 and 11, whose probes run an exercise in process groups). It fails closed: any other
+    lesson, one without such a module included, has every test cell run with process creation
+    forbidden, so a
     rule checked in the learner's process (lesson 04's "without autograd", lesson 03's "predict,
     don't measure") cannot be stepped around in a child process."""
     return _declared(name, "PROBES_START_PROCESSES", False) is True

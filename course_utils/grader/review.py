@@ -52,6 +52,10 @@ test is a child process, which is flagged.
     >>> flags("%pwd\\nimport os")
     ['imports os', 'runs the %pwd line magic']
 
+What an exercise's own solution does is what the exercise asks for: review() never flags it in that
+exercise's answers (lesson 11's overlapped_allreduce registers post-accumulate-grad hooks; its
+check counts with hooks registered first, so an answer's cannot shadow them).
+
 Not a sandbox and not a verdict: a determined cheat can hide from any static scan, and a flag
 only says "read this one". The lessons' solutions and second solutions raise no flag (tests/).
 """
@@ -645,6 +649,14 @@ def _lesson_names(cells: tuple[tuple[str, str, str], ...]
     return frozenset(shared), own
 
 
+@functools.lru_cache(maxsize=64)
+def _asked(solution: str, shared: frozenset, own: frozenset) -> tuple[str, ...]:
+    """The flags of the exercise's own solution: what the exercise asks for (lesson 11's
+    overlapped_allreduce installs register_post_accumulate_grad_hook), never flagged in its
+    answers; the same in another exercise's answer still is."""
+    return tuple(flags(solution, shared, own))
+
+
 def review(lesson, answers: dict[str, str]) -> list[str]:
     """One line per flagged answer cell: "GRADE_ID: phrase, phrase" (instructors only; never
     feedback).
@@ -655,7 +667,9 @@ def review(lesson, answers: dict[str, str]) -> list[str]:
     lines = []
     for cell in lesson.answers:
         if cell.gid in answers:
-            found = flags(answers[cell.gid], shared, own.get(cell.gid, set()))
+            mine = own.get(cell.gid, set())
+            asked = set(_asked(cell.source, frozenset(shared), frozenset(mine)))
+            found = [f for f in flags(answers[cell.gid], shared, mine) if f not in asked]
             if found:
                 lines.append(f"{cell.gid}: {', '.join(found)}")
     return lines

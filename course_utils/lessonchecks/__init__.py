@@ -28,10 +28,11 @@ mistake in the feedback, are here.
     l08     partitioning: bubble_fraction, min_microbatches, balance_stages, average_gradients
     l09     a bigger batch: loss_scale, bf16_pack_unpack, zero_bytes_per_rank, sharded_sgd_step
     l10     fit it yourself: block_activation_bytes, fit_step (a batch under a memory budget)
-    workers what the checks that run an exercise in worker processes share (lessons 08, 09)
+    l11     splitting layers: tp_mlp, one_f_one_b, overlapped_allreduce
+    workers what the checks that run an exercise in worker processes share (lessons 08, 09, 11)
 
 A lesson whose probes start processes says so with `PROBES_START_PROCESSES = True` in its module
-(l08 and l09: their exercises run in process groups). The grader forbids process creation, from
+(l08, l09 and l11: their exercises run in process groups). The grader forbids process creation, from
 outside the learner's process, while any other lesson's test cell runs
 (course_utils.grader.lessonfile reads the constant; a lesson without it, or without a module, is
 forbidden): a rule checked inside the learner's process, such as l04's "without autograd" or l03's

@@ -393,6 +393,24 @@ def test_review_names_the_cell():
     assert lines == [f"{gid}: imports os"]
 
 
+def test_what_an_exercises_own_solution_does_is_not_flagged_in_its_answers_only():
+    """Lesson 11's overlapped_allreduce asks for post-accumulate-grad hooks: an answer that
+    registers them is not flagged, one that adds another hook or an import is (named alone); the
+    same hook in another exercise's answer is flagged."""
+    lesson = lessonfile.load_lesson(ROOT / "solutions" / "11-splitting-layers"
+                                    / "11-splitting-layers.ipynb")
+    answer = {c.gid: c.source for c in lesson.answers}["l11_overlapped_allreduce"]
+    assert "register_post_accumulate_grad_hook" in answer
+    assert review(lesson, {"l11_overlapped_allreduce": answer}) == []
+    extra = "import os\n" + answer.replace("    return finish", "    model.register_forward_hook("
+                                            "lambda *a: None)\n    return finish")
+    assert review(lesson, {"l11_overlapped_allreduce": extra}) == [
+        "l11_overlapped_allreduce: imports os, installs hooks (register_forward_hook)"]
+    hooked = "x = torch.ones(1, requires_grad=True)\nx.register_post_accumulate_grad_hook(print)\n"
+    assert review(lesson, {"l11_tp_mlp": hooked}) == [
+        "l11_tp_mlp: installs hooks (register_post_accumulate_grad_hook)"]
+
+
 PREDICT_SAVED_MEASURED = """
 def predict_saved(n, d, h, o, dtype=torch.float32, x_requires_grad=False):
     # measures instead of predicting: the real graph, built inside hooks of its own, which shadow

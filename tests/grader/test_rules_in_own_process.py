@@ -175,7 +175,7 @@ def test_only_lessons_whose_probes_run_process_groups_may_start_processes():
     forbidden."""
     lessons = sorted(p.parent.name for p in (ROOT / "solutions").glob("[0-9][0-9]-*/*.ipynb"))
     allowed = {name for name in lessons if load_lesson(_solutions(name)).probes_start_processes}
-    assert allowed == {"08-multi-device", "09-bigger-batch"}
+    assert allowed == {"08-multi-device", "09-bigger-batch", "11-splitting-layers"}
     assert not load_lesson(FIXTURE).probes_start_processes
 
 
