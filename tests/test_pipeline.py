@@ -10,7 +10,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from course_utils.parallel import run_workers
+from course_utils.parallel import run_workers, worker_device
 from course_utils.pipeline import SlowStage, idle_fraction, record_actions
 
 D, M = 6, 4          # features, micro-batches
@@ -32,14 +32,15 @@ def loss_fn(out, target):
 
 # A module-level worker: it travels to the ranks by reference.
 def two_schedules(rank, world_size):
-    """Each schedule on a fresh copy of rank's layer: what ran, in order, and the layer's grads."""
+    """Each schedule on a fresh copy of rank's layer: what ran, in order, and the layer's grads
+    (on the worker's device: the CPU with gloo, a GPU with NCCL)."""
     from torch.distributed import pipelining as pp
-    x, y = data()
+    dev = worker_device()
+    x, y = (t.to(dev) for t in data())
     runs = {}
     for name in ("ScheduleGPipe", "Schedule1F1B"):
-        layer = one_layer(rank)
-        stage = pp.PipelineStage(SlowStage(layer, 0.001, 0.002), rank, world_size,
-                                 torch.device("cpu"))
+        layer = one_layer(rank).to(dev)
+        stage = pp.PipelineStage(SlowStage(layer, 0.001, 0.002), rank, world_size, dev)
         schedule = getattr(pp, name)(stage, n_microbatches=M, loss_fn=loss_fn)
         actions = record_actions(stage)
         start = time.perf_counter()
@@ -118,3 +119,19 @@ def test_idle_fraction_counts_overlapping_and_overhanging_actions_once():
     assert idle_fraction([{"start": 0.0, "end": 2.0}], 0.0, 2.0) == 0.0
     with pytest.raises(ValueError, match="after"):
         idle_fraction(acts, 3.0, 3.0)
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(torch.cuda.device_count() < 2,
+                    reason="NCCL across ranks needs at least 2 CUDA GPUs")
+def test_the_same_schedules_run_on_two_gpus_with_nccl():
+    """Lesson 11's pipelines on GPUs: the same worker with NCCL, the same actions and the gradients
+    of gloo on the CPU (to float32 rounding)."""
+    ranks = run_workers(two_schedules, world_size=2, backend="gloo", timeout=120)
+    on_gpus = run_workers(two_schedules, world_size=2, backend="nccl", timeout=120)
+    for rank in range(2):
+        for name in ("ScheduleGPipe", "Schedule1F1B"):
+            kinds = [(a["kind"], a["micro_batch"]) for a in on_gpus[rank][name]["actions"]]
+            assert kinds == [(a["kind"], a["micro_batch"]) for a in ranks[rank][name]["actions"]]
+            for got, cpu in zip(on_gpus[rank][name]["grads"], ranks[rank][name]["grads"]):
+                torch.testing.assert_close(got, cpu, rtol=1e-4, atol=1e-5)
