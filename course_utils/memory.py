@@ -92,8 +92,8 @@ class SavedTensors:
     Inputs:
     - exclude: tensors (e.g. model.parameters()) whose storages are not activations: recorded
       once, flagged excluded, and left out of activation_bytes, live_bytes and peak_bytes.
-    Attributes, valid during and after the `with` block:
     A DTensor (tensor parallel) counts as the shard this rank holds: its local shape and bytes.
+    Attributes, valid during and after the `with` block:
     - saved: list of Saved, one per storage saved inside the block (a storage freed and saved
       again later, like the same input in two micro-batches, is listed again)
     - total_bytes: bytes of all of them; activation_bytes: the same without the excluded ones
