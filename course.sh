@@ -7,6 +7,7 @@
 #   bash course.sh release              re-execute solutions/ in place and regenerate notebooks/
 #   bash course.sh bench                time every solution notebook and one autograde
 #   bash course.sh grade LESSON FOLDER  grade a folder of submissions in sandboxes: grades.csv + feedback
+#   bash course.sh grade-worker --scheduler tcp://HOST:8786   as root: grade for `grade ... --cluster` (a Dask cluster)
 #   bash course.sh grades merge|lms ... merge grades.csv from several machines; a Moodle import CSV
 #   bash course.sh hub [--roster CSV] [--instructor NAME] [--tas A,B] [--port N]   as root: accounts, then JupyterHub
 # COURSE_ROLE=instructor bash course.sh lab   opens the repository with nbgrader's instructor tools
@@ -173,7 +174,8 @@ case "$cmd" in
   release) setup; exec python -m course_utils.authoring.release "$@" ;;
   bench)   setup; exec python benchmarks/notebook_times.py "$@" ;;
   grade)   setup; cd "$CALLER_DIR"; exec python -m course_utils.grader.gradefolder --course "$ROOT" "$@" ;;
+  grade-worker) setup; exec python -m course_utils.grader.cluster "$@" ;;
   grades)  setup; cd "$CALLER_DIR"; exec python -m course_admin.grades "$@" ;;
   hub)     need_root; setup; ensure_npm; ensure_sudo; cd "$CALLER_DIR"; exec python "$ROOT/hub/classroom.py" "$@" ;;
-  *)       sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; [ "$cmd" = help ] ;;
+  *)       sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; [ "$cmd" = help ] ;;
 esac

@@ -4,6 +4,8 @@
                                       [--class-lesson 01-circuits --students 40 --jobs 2]
     python benchmarks/grading_cost.py --class-only --oversubscribe 24
         # the class, quiet and under load
+    python benchmarks/grading_cost.py --class-only --cluster 2
+        # the class here, then on a Dask cluster of 2 grading workers on this machine
 
 For each lesson: the plain run (the solution notebook top to bottom in a fresh Jupyter kernel with
 NBGRADER_EXECUTION=autograde, as nbgrader's own Execute runs a submission), the reference run (once
@@ -13,13 +15,20 @@ one solved submission (sandboxed worker + judging), with the ratio grading / pla
 (course_utils.grader.gradefolder.grade_folder), on a quiet machine and, with --oversubscribe K,
 again while K busy processes per core (each in a session of its own, as other users' work is)
 compete for the CPU: the time per submission grows, the scores must not change (the grader counts
-each submission's own time, course_utils.grader.workerclock).
+each submission's own time, course_utils.grader.workerclock). With --cluster W, the class is graded
+again through `--cluster` on a Dask scheduler and W grading workers started here (loopback, each
+with jobs/W jobs): the same cores, so the difference is the cluster's overhead (connecting, sending
+the submissions, a reference run per worker), not a speed-up.
 """
 
 import argparse
+import contextlib
+import json
 import os
 import platform
 import shutil
+import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -70,9 +79,40 @@ def lesson_costs(name: str) -> tuple[float, float, float, float]:
     return plain, ref_seconds, one, one / plain
 
 
-def class_cost(name: str, students: int, jobs: int) -> tuple[float, float, dict, float]:
-    """Grade `students` copies of the solution: (seconds in all, per submission, {score: count},
-    load average)."""
+@contextlib.contextmanager
+def local_cluster(workers: int, jobs: int):
+    """A Dask scheduler and `workers` grading workers of this checkout (as `bash course.sh
+    grade-worker` starts them), on loopback; yields the scheduler's address."""
+    from distributed import Client
+    tmp = Path(tempfile.mkdtemp(prefix="course-bench-cluster-"))
+    file = tmp / "scheduler.json"
+    procs = [subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_scheduler", "--host",
+                               "127.0.0.1", "--port", "0", "--no-dashboard", "--scheduler-file",
+                               str(file)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              start_new_session=True)]
+    try:
+        while not file.exists():
+            time.sleep(0.2)
+        address = json.loads(file.read_text())["address"]
+        procs += [subprocess.Popen([sys.executable, "-m", "course_utils.grader.cluster",
+                                    "--scheduler", address, "--jobs", str(jobs)], cwd=ROOT,
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                   start_new_session=True) for _ in range(workers)]
+        with Client(address, set_as_default=False) as client:
+            client.wait_for_workers(workers, timeout=120)
+        yield address
+    finally:
+        for proc in procs:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def class_cost(name: str, students: int, jobs: int,
+               cluster: str | None = None) -> tuple[float, float, dict, float]:
+    """Grade `students` copies of the solution, here or on the cluster at that address: (seconds
+    in all, per submission, {score: count}, load average)."""
     source = nbgrader_cli.notebook_path(ROOT, "solutions", name)
     tmp = Path(tempfile.mkdtemp(prefix="course-bench-class-"))
     try:
@@ -80,7 +120,8 @@ def class_cost(name: str, students: int, jobs: int) -> tuple[float, float, dict,
         for i in range(students):
             nbformat.write(nb, tmp / f"student{i:02d}.ipynb")
         start = time.perf_counter()
-        results = gradefolder.grade_folder(source, tmp, tmp / "out", jobs=jobs)
+        results = gradefolder.grade_folder(source, tmp, tmp / "out", jobs=jobs, cluster=cluster,
+                                           course=ROOT)
         total = time.perf_counter() - start
         load = os.getloadavg()[0]
     finally:
@@ -104,6 +145,8 @@ def main() -> int:
     parser.add_argument("--oversubscribe", type=int, default=0, metavar="K",
                         help="grade the class again with K busy processes per core running "
                              "beside it")
+    parser.add_argument("--cluster", type=int, default=0, metavar="W",
+                        help="grade the class again on a Dask cluster of W grading workers here")
     args = parser.parse_args()
     print(f"# {platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}, "
           f"sandbox: {isolation()}")
@@ -127,6 +170,14 @@ def main() -> int:
         print(f"# {args.students} submissions of {args.class_lesson}, {args.jobs} at a time, "
               f"{label} (load average {load:.0f} at the end): {total:.1f} s in all (reference run "
               f"included), {each:.1f} s per submission; scores {scores}", flush=True)
+    if args.cluster:
+        with local_cluster(args.cluster, max(1, args.jobs // args.cluster)) as address:
+            total, each, scores, load = class_cost(args.class_lesson, args.students, args.jobs,
+                                                   cluster=address)
+        print(f"# {args.students} submissions of {args.class_lesson} on a Dask cluster of "
+              f"{args.cluster} grading workers here, {max(1, args.jobs // args.cluster)} jobs each "
+              f"(load average {load:.0f} at the end): {total:.1f} s in all (a reference run per "
+              f"worker included), {each:.1f} s per submission; scores {scores}", flush=True)
     return 0
 
 

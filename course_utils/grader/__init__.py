@@ -24,10 +24,13 @@ ever points to a module above it in this list):
     pagecache     pins the shared files' page cache, so no neighbour moves a memory peak
     grade         Reference and grade_answers: one submission graded, every zero with a reason
     review        a static read of the answers that names, for the instructor, code reaching outside
+    submission    one submission's bytes -> its Result: graded, reviewed, written answers copied
     preprocessors nbgrader's preprocessors for nbgrader_config.py (`nbgrader autograde` uses grade)
     reports       grades.csv and feedback pages, written without ever losing earlier results
     mathml        the math of feedback pages and the Formgrader as MathML: no script, nothing
                   fetched
+    cluster       `grade ... --cluster` and `grade-worker`: the folder graded on a Dask cluster's
+                  grading workers
     gradefolder   `bash course.sh grade`: a folder of submissions -> grades.csv + feedback
     autograde_lesson  the instructor's server: every submission of a lesson autograded in one press
     freshgradebook    the instructor's server: Formgrader reads the gradebook as it is now, at

@@ -26,7 +26,7 @@ from pathlib import Path
 from course_utils.grader.cgroups import Cgroup
 from course_utils.grader.peakmemory import PeakMemory
 from course_utils.grader.sandbox import (FIRST_UID, SYSTEM_PATH, TOOLS, environment, setup_command,
-                                         tool_path)
+                                         python_path, tool_path)
 
 PROBE_SECONDS = (120, 300, 600)   # wall-clock time for each try at building the probe sandbox
 
@@ -63,7 +63,8 @@ def sandbox_works(kind: str) -> bool:
     for seconds in PROBE_SECONDS:
         try:
             probe = subprocess.run(setup_command(kind, FIRST_UID, [], command),
-                                   env={"PATH": tool_path(), **environment()},
+                                   env={"PATH": tool_path(), "PYTHONPATH": python_path(),
+                                        **environment()},
                                    stdin=subprocess.DEVNULL, capture_output=True, text=True,
                                    timeout=seconds)
             break

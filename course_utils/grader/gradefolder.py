@@ -29,11 +29,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from course_utils.grader.lessonfile import (MAX_SUBMISSION_BYTES, Lesson, load_lesson, read_answers,
-                                            read_written)
-from course_utils.grader.reports import (BadInput, check_out, clean, clean_name, shown,
-                                         write_reports, written_note)
-from course_utils.grader.review import review
+from course_utils.grader.lessonfile import Lesson, load_lesson
+from course_utils.grader.reports import (EXIT_BAD_INPUT, BadInput, OneLineParser, at_least_one,
+                                         check_out, clean, clean_name, shown, write_reports,
+                                         written_note)
+from course_utils.grader.submission import grade_one, read_submission
 from course_utils.grader.capabilities import SandboxUnavailable
 from course_utils.grader.grade import ReferenceOverloaded
 from course_utils.grader.rootworker import check_sandbox
@@ -44,7 +44,6 @@ DEFAULTS = Limits()
 if TYPE_CHECKING:
     from course_utils.grader.grade import Result
 
-EXIT_BAD_INPUT = 2     # nothing graded, nothing written
 EXIT_OVERLOADED = 3    # written, but some submissions were not graded: grade them again
 
 
@@ -122,32 +121,33 @@ def _one_line(error: BaseException) -> str:
 # Grading and writing
 
 def grade_folder(source: Path, folder: Path, out: Path, jobs: int = 2,
-                 limits: Limits | None = None) -> list[Result]:
+                 limits: Limits | None = None, cluster: str | None = None,
+                 course: Path | None = None) -> list[Result]:
     """Grade every submission of the lesson whose instructor notebook is `source`; merge the rows
     into out/grades.csv and write out/feedback/STUDENT/LESSON.html. Returns the results, sorted by
     student. BadInput (nothing written) for what cannot be graded; nothing is written either when
-    grading raises."""
+    grading raises. With cluster (a Dask scheduler's address), the submissions are graded by the
+    grading workers there (course_utils.grader.cluster; `course` is this checkout, whose version
+    the workers must have) and jobs is theirs, not this machine's."""
     if jobs < 1:
         raise BadInput(f"--jobs must be 1 or more, not {jobs}")
     limits = limits or Limits()
     lesson = read_lesson(Path(source))
     submissions = check_folder(Path(folder), lesson.name)
     check_out(Path(out), lesson)
-    results = grade_submissions(lesson, submissions, jobs, limits)
+    if cluster:
+        from course_utils.grader.cluster import grade_on_cluster   # imports this module
+        results = grade_on_cluster(cluster, lesson, Path(source), Path(course or "."),
+                                   submissions, limits)
+    else:
+        results = grade_submissions(lesson, submissions, jobs, limits)
     write_reports(results, lesson, Path(out))
     return results
 
 
-def grade_answers(*args, **kwargs) -> Result:
-    """course_utils.grader.grade.grade_answers, looked up when called (tests put a stub in its
-    place)."""
-    from course_utils.grader.grade import grade_answers
-    return grade_answers(*args, **kwargs)
-
-
 def grade_submissions(lesson: Lesson, submissions: dict[str, Path], jobs: int,
                       limits: Limits) -> list[Result]:
-    from course_utils.grader.grade import Reference, failed
+    from course_utils.grader.grade import Reference
     # the reference too: its peaks compare with the learners'
     limits = limits.shared_by(min(jobs, len(submissions)))
     try:
@@ -166,22 +166,8 @@ def grade_submissions(lesson: Lesson, submissions: dict[str, Path], jobs: int,
     try:
         def one(item):
             slot, (student, path) = item
-            notes = []
-            try:
-                with open(path, "rb") as f:  # never more than read_answers accepts
-                    data = f.read(MAX_SUBMISSION_BYTES + 1)
-            except OSError as e:
-                data, notes = b"", [f"the submitted file could not be read ({e.strerror})"]
-            try:
-                answers, more = read_answers(data, lesson)
-                result = grade_answers(lesson, reference, answers, notes + more, student, limits,
-                                       slot=slot % 4000)
-                result.review = review(lesson, answers)
-            except Exception as e:  # one submission's trouble never costs the others their grades
-                result = failed(lesson, student, notes, e)
-            if lesson.written:   # copied for the instructor, who grades them by hand
-                result.written = read_written(data, lesson)[0]
-            return result
+            data, notes = read_submission(path)
+            return grade_one(lesson, reference, student, data, notes, limits, slot % 4000)
 
         with ThreadPoolExecutor(max_workers=max(1, min(jobs, len(submissions)))) as pool:
             return list(pool.map(one, enumerate(sorted(submissions.items()))))
@@ -191,11 +177,6 @@ def grade_submissions(lesson: Lesson, submissions: dict[str, Path], jobs: int,
 
 # ---------------------------------------------------------------------------------------------
 # The command
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):  # one line, like every other bad input
-        self.exit(EXIT_BAD_INPUT, f"error: {message} (see {self.prog} --help)\n")
-
 
 def _seconds(text: str) -> float:
     try:
@@ -207,18 +188,8 @@ def _seconds(text: str) -> float:
     return value
 
 
-def _jobs(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value}: must be 1 or more")
-    return value
-
-
 def main(argv: list[str] | None = None) -> int:
-    parser = _Parser(
+    parser = OneLineParser(
         prog="python -m course_utils.grader.gradefolder",
         description="Grade a folder of submissions of one lesson in sandboxes; merge the rows into "
                     "grades.csv and write feedback pages. Exit status 0; 2: bad input, nothing "
@@ -230,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
                         "(nbgrader's submitted/) or FOLDER/STUDENT.ipynb")
     parser.add_argument("--out", default="graded", help="where grades.csv and feedback/ go "
                         "(default: graded); an existing grades.csv of the lesson is merged into")
-    parser.add_argument("--jobs", type=_jobs, default=2,
+    parser.add_argument("--jobs", type=at_least_one, default=2,
                         help="submissions graded at once (default 2)")
     parser.add_argument("--cell-seconds", type=_seconds, default=DEFAULTS.cell_seconds,
                         help="time limit for one cell, in the submission's own time "
@@ -241,6 +212,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sandbox", choices=("required", "optional"), default=DEFAULTS.sandbox,
                         help="required (default): stop where the learner's code would run without "
                              "the sandbox; optional: grade there with resource limits only")
+    parser.add_argument("--cluster", metavar="tcp://HOST:PORT", default=None,
+                        help="grade on the grading workers of this Dask scheduler (bash course.sh "
+                             "grade-worker on each grading machine) instead of here")
     parser.add_argument("--course", default=".",
                         help="the course's folder, where lesson names are looked up (default: the "
                              "current folder; bash course.sh grade passes its own)")
@@ -253,7 +227,8 @@ def main(argv: list[str] | None = None) -> int:
         results = grade_folder(source, Path(args.folder), out, args.jobs,
                                Limits(cell_seconds=args.cell_seconds,
                                       notebook_seconds=args.notebook_seconds,
-                                      sandbox=args.sandbox))
+                                      sandbox=args.sandbox),
+                               cluster=args.cluster, course=Path(args.course))
     except BadInput as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -273,10 +248,11 @@ def main(argv: list[str] | None = None) -> int:
         print(written_note(lesson))
     print(f"wrote {clean(out / 'grades.csv')} and {clean(out / 'feedback')}/")
     if overloaded := [clean_name(r.student) for r in results if r.overloaded]:
-        print(f"{len(overloaded)} of {len(results)} submissions were not graded because the "
-              f"grading machine was overloaded ({', '.join(overloaded)}): grade them again, on a "
-              "quieter machine or with fewer --jobs (a run merges into grades.csv)",
-              file=sys.stderr)
+        print(f"{len(overloaded)} of {len(results)} submissions were not graded "
+              + ("(their rows say why" if args.cluster
+                 else "because the grading machine was overloaded (")
+              + f": {', '.join(overloaded)}): grade them again, on a quieter machine or with "
+              "fewer --jobs (a run merges into grades.csv)", file=sys.stderr)
         return EXIT_OVERLOADED
     return 0
 

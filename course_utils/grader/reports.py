@@ -34,6 +34,7 @@ A learner's text is inert wherever it is written or shown:
 
 from __future__ import annotations
 
+import argparse
 import csv
 import dataclasses
 import os
@@ -50,6 +51,9 @@ from course_utils.grader.lessonfile import Lesson
 
 if TYPE_CHECKING:
     from course_utils.grader.grade import Result
+
+
+EXIT_BAD_INPUT = 2     # the commands' exit status for bad input: nothing graded, nothing written
 
 
 class BadInput(Exception):
@@ -322,3 +326,24 @@ def write_new(path: Path, write) -> Path:
             os.unlink(tmp)
         raise
     return tmp
+
+
+# ---------------------------------------------------------------------------------------------
+# The commands' arguments
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse for the grading commands: bad arguments are one line and exit status 2."""
+
+    def error(self, message):  # one line, like every other bad input
+        self.exit(EXIT_BAD_INPUT, f"error: {message} (see {self.prog} --help)\n")
+
+
+def at_least_one(text: str) -> int:
+    """argparse type: a whole number, 1 or more (--jobs)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value}: must be 1 or more")
+    return value

@@ -129,6 +129,13 @@ setpriv $ids --no-new-privs --inh-caps=-all --bounding-set=-all -- "$@"
 """
 
 
+def python_path() -> str:
+    """PYTHONPATH for a worker: the folder holding the grader's own course_utils, so that the
+    sandbox imports the very code the grader imported (mounted by _kept_paths), not whatever
+    course_utils the Python environment would find (a .venv shared by two checkouts)."""
+    return str(Path(course_utils.__file__).resolve().parent.parent)
+
+
 def _kept_paths() -> list[str]:
     """The Python environment and course_utils: mounted, read-only, into the sandbox's file system
     (those inside the system folders it carries anyway are there already)."""

@@ -61,7 +61,7 @@ from pathlib import Path
 from course_utils.grader.cgroups import Cgroup
 from course_utils.grader.capabilities import SandboxUnavailable, isolation, isolation_warning
 from course_utils.grader.sandbox import (FIRST_UID, SYSTEM_PATH, environment, private_network,
-                                         setup_command, tool_path)
+                                         python_path, setup_command, tool_path)
 from course_utils.grader.peakmemory import PeakMemory, peak_files
 from course_utils.grader.workerclock import Clock, _listdir, _stat
 
@@ -222,6 +222,7 @@ class Worker:
                "NBGRADER_EXECUTION": "autograde", "CUDA_VISIBLE_DEVICES": "", "PYTHONHASHSEED": "0",
                "OMP_NUM_THREADS": str(limits.threads),
                "HOME": self._tmp, "TMPDIR": self._tmp, "PYTHONDONTWRITEBYTECODE": "1",
+               "PYTHONPATH": python_path(),
                # glibc: a fixed threshold (its usual start) stops it from raising the threshold as
                # big blocks are freed and then keeping them in its heap: memory in use then follows
                # the tensors alive, and peaks measured in two processes compare

@@ -336,19 +336,19 @@ def test_nothing_is_left_on_the_machine(graded):
 def test_a_grader_error_on_one_submission_is_a_row_of_zeros_not_a_lost_class(tmp_path, monkeypatch):
     """If grading one submission fails in the grader itself, that learner gets 0 with the reason and
     everyone else is graded and reported."""
-    from course_utils.grader import gradefolder
+    from course_utils.grader import gradefolder, submission
     folder = tmp_path / "submissions"
     folder.mkdir()
     for student in ("ada", "bob"):
         (folder / f"{student}.ipynb").write_bytes(dumps(notebook()))
-    real = gradefolder.grade_answers
+    real = submission.grade_answers
 
     def flaky(lesson, reference, answers, notes, student, *args, **kwargs):
         if student == "bob":
             raise RecursionError("the grader's own trouble")
         return real(lesson, reference, answers, notes, student, *args, **kwargs)
 
-    monkeypatch.setattr(gradefolder, "grade_answers", flaky)
+    monkeypatch.setattr(submission, "grade_answers", flaky)
     results = {r.student: r for r in gradefolder.grade_folder(FIXTURE, folder, tmp_path / "out",
                                                               jobs=2, limits=LIMITS)}
     assert results["ada"].score == 5.0 and results["bob"].score == 0.0

@@ -18,6 +18,7 @@ import nbformat
 import pytest
 
 from course_utils.grader import gradefolder, grade, lessonfile, reports
+from course_utils.grader import submission as one_submission
 from course_utils.grader.grade import OVERLOADED, Outcome, Result, Status
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -219,7 +220,7 @@ def stub_grading(monkeypatch, change=None):
         return change(student, result) if change else result
 
     monkeypatch.setattr(grade, "Reference", StubReference)
-    monkeypatch.setattr(gradefolder, "grade_answers", grade_answers)
+    monkeypatch.setattr(one_submission, "grade_answers", grade_answers)
     monkeypatch.setattr(gradefolder, "check_sandbox", lambda limits: None)
     return calls
 

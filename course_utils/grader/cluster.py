@@ -1,0 +1,430 @@
+"""A class graded on a Dask cluster of grading machines (dask.distributed).
+
+    bash course.sh grade-worker --scheduler tcp://HOST:8786 [--jobs N]   on each grading machine
+    bash course.sh grade LESSON FOLDER --out OUT --cluster tcp://HOST:8786   where the class is
+
+The caller (course_utils.grader.gradefolder) reads the submissions and sends each one's bytes to
+the cluster as a task; a worker grades it exactly as `bash course.sh grade` does on one machine
+(submission.grade_one: the full sandbox, and its own reference run of the lesson, shared by its
+jobs) and sends the Result back; the caller writes grades.csv and the feedback pages as a local run
+does. Scheduling is Dask's: a task goes to a free worker, and the tasks of a worker that dies are
+run again on another (the scheduler's doing), so every submission's result reaches the caller once.
+
+Which workers grade: a grading worker (serve) offers the Dask resource `course-VERSION`, VERSION a
+hash of what decides a grade there (`parts`: course_utils, each lesson's instructor notebook, torch
+and Python), and every task asks for the caller's; a worker of another commit, or a plain `dask
+worker`, is never given a submission, and the caller names each refused one with both versions. A
+worker checks that it can build the full sandbox (own uid, memory and CPU cgroups: as root) before
+it joins and again before each submission: it fails closed, never grading with less protection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import hashlib
+import json
+import logging
+import os
+import platform
+import re
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from concurrent.futures import CancelledError
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from course_utils.grader.reports import BadInput, OneLineParser, at_least_one, clean
+from course_utils.grader.submission import grade_one, read_submission
+
+if TYPE_CHECKING:
+    from course_utils.grader.grade import Result
+    from course_utils.grader.lessonfile import Lesson
+    from course_utils.grader.worker import Limits
+
+ROOT = Path(__file__).resolve().parents[2]   # the checkout this worker's code comes from
+RESOURCE = "course-"          # + the version: what a grading worker offers and a task asks for
+CONNECT_SECONDS = 10          # to reach the scheduler, and to find a worker there
+WORKERLESS_SECONDS = 120      # submissions wait this long for a grading worker, then are not graded
+GONE_SECONDS = 20             # the scheduler's connection lost this long: the run stops
+
+
+ADDRESS = re.compile(r"(tcp|tls)://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):([0-9]{1,5})")
+
+
+class SchedulerGone(BadInput):
+    """The scheduler went away mid-run: like bad input, a one-line error, exit status 2 and nothing
+    written (grade again when it is back)."""
+
+    def __init__(self, address: str, how: str = ""):
+        super().__init__(f"the Dask scheduler at {clean(address)} went away mid-run{how}: nothing "
+                         "written; grade again when it is back")
+
+
+# ---------------------------------------------------------------------------------------------
+# What decides a grade on a checkout
+
+def _digest(chunks) -> str:
+    h = hashlib.sha256()
+    for chunk in chunks:
+        h.update(len(chunk).to_bytes(8, "little"))
+        h.update(chunk)
+    return h.hexdigest()[:12]
+
+
+def _notebook_digest(path: Path) -> str:
+    """The cells' types, sources and nbgrader metadata: outputs and run counts decide no grade."""
+    cells = json.loads(path.read_bytes()).get("cells", [])
+    return _digest([json.dumps([c.get("cell_type"), c.get("source"),
+                                c.get("metadata", {}).get("nbgrader")], sort_keys=True).encode()
+                    for c in cells])
+
+
+def parts(root: Path = ROOT) -> dict[str, str]:
+    """{part: its version} of the course at root: course_utils (every file), each lesson's
+    instructor notebook (solutions/NAME/NAME.ipynb), torch and Python."""
+    package = root / "course_utils"
+    files = sorted(p for p in package.rglob("*")
+                   if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc")
+    found = {"course_utils": _digest([p.relative_to(package).as_posix().encode() + b"\0"
+                                      + p.read_bytes() for p in files]),
+             "torch": metadata.version("torch"), "python": platform.python_version()}
+    for nb in sorted(root.glob("solutions/*/*.ipynb")):
+        if nb.stem == nb.parent.name:
+            found[f"lesson {nb.stem}"] = _notebook_digest(nb)
+    return found
+
+
+def version(found: dict[str, str]) -> str:
+    return hashlib.sha256(json.dumps(found, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def commit(root: Path = ROOT) -> str:
+    """The checkout's git commit (+ "-dirty" with uncommitted changes), for people; "" without
+    git."""
+    try:
+        head = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
+                              capture_output=True, text=True, timeout=10)
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--",
+                                "course_utils", "solutions"], capture_output=True, text=True,
+                               timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    if head.returncode:
+        return ""
+    return head.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
+
+
+@dataclass(frozen=True)
+class Course:
+    parts: dict
+    version: str
+    commit: str
+
+    @classmethod
+    def at(cls, root: Path) -> "Course":
+        found = parts(root)
+        return cls(found, version(found), commit(root))
+
+    def differences(self, there: "Course") -> str:
+        """What differs, in a line: 'course_utils 1a2b.. there, 9f8e.. here; ...'."""
+        keys = sorted(set(self.parts) | set(there.parts))
+        said = [f"{k} {there.parts.get(k, 'missing')} there, {self.parts.get(k, 'missing')} here"
+                for k in keys if self.parts.get(k) != there.parts.get(k)]
+        if self.commit or there.commit:
+            said.append(f"commit {there.commit or 'unknown'} there, "
+                        f"{self.commit or 'unknown'} here")
+        return "; ".join(said)
+
+
+@functools.lru_cache(maxsize=1)
+def this_course() -> Course:
+    """The course this process's code is (a worker's: computed once, when it starts)."""
+    return Course.at(ROOT)
+
+
+# ---------------------------------------------------------------------------------------------
+# A grading worker's side
+
+class CourseMismatch(RuntimeError):
+    pass
+
+
+def describe() -> Course:
+    """Run on each worker by the caller (Client.run): its course."""
+    return this_course()
+
+
+def grade_remote(expected: str, lesson_name: str, student: str, data: bytes, notes: list[str],
+                 limits: Limits, slot: int) -> Result:
+    """One submission, graded on this worker with the full sandbox and its own reference run of
+    the lesson (shared by this worker's jobs, closed when idle: grade.reference_for)."""
+    from distributed import get_worker
+
+    from course_utils.grader.capabilities import SandboxUnavailable
+    from course_utils.grader.grade import reference_for
+    from course_utils.grader.rootworker import check_sandbox
+
+    mine = this_course()
+    if mine.version != expected:   # the resource keeps this from happening; never grade if it does
+        raise CourseMismatch(f"this worker's course is {mine.version}, the caller's {expected}")
+    limits = limits.shared_by(get_worker().state.nthreads)
+    if warning := check_sandbox(limits):   # fails closed: the full sandbox or nothing
+        raise SandboxUnavailable(f"this worker lost the full sandbox: {warning}")
+    source = ROOT / "solutions" / lesson_name / f"{lesson_name}.ipynb"
+    if _notebook_digest(source) != mine.parts.get(f"lesson {lesson_name}"):
+        raise CourseMismatch(f"this worker's {lesson_name} changed since it started (a git pull?): "
+                             "start its `bash course.sh grade-worker` again")
+    with reference_for(source, limits) as reference:
+        return grade_one(reference.lesson, reference, student, data, notes, limits, slot)
+
+
+def sandbox_problem() -> str | None:
+    """Why this machine cannot grade with the full sandbox (own uid, memory and CPU cgroups), the
+    cause and the fix; None where it can."""
+    from course_utils.grader.capabilities import SandboxUnavailable
+    from course_utils.grader.rootworker import check_sandbox
+    from course_utils.grader.worker import Limits
+    try:
+        warning = check_sandbox(Limits())
+    except SandboxUnavailable as e:
+        return f"this machine cannot grade: {e}"
+    if warning:
+        return ("this machine cannot build the full sandbox (own uid, memory and CPU cgroups), "
+                f"so it does not join the cluster: {warning}. Start the worker as root (sudo bash "
+                "course.sh grade-worker ...); a grading worker never grades with less protection")
+    return None
+
+
+def dask_setup(worker) -> None:
+    """Dask's preload hook: `dask worker --preload course_utils.grader.cluster`, run from the
+    checkout (what grade-worker starts; dask-jobqueue and dask-kubernetes can start the same). It
+    fails the worker's start where the full sandbox cannot be built; else the worker offers
+    RESOURCE + its course's version, one per thread, when it registers with the scheduler."""
+    if problem := sandbox_problem():
+        raise RuntimeError(problem)
+    name, jobs = RESOURCE + this_course().version, worker.state.nthreads
+    worker.state.total_resources[name] = worker.state.available_resources[name] = jobs
+
+
+async def _serve(scheduler: str, jobs: int, name: str) -> int:
+    from distributed import Nanny
+    course = this_course()
+    try:
+        # a nanny: the worker it runs is started again if it dies; the sandbox, not Dask, limits
+        # memory (memory_limit=0: no Dask memory limit, which would count the learners' processes)
+        nanny = Nanny(scheduler, nthreads=jobs, preload=["course_utils.grader.cluster"],
+                      name=name, memory_limit=0, death_timeout=CONNECT_SECONDS,
+                      env={"PYTHONPATH": str(ROOT)}, dashboard=False)
+        await asyncio.wait_for(nanny.start(), CONNECT_SECONDS * 3)
+    except (OSError, asyncio.TimeoutError, TimeoutError) as e:
+        print(f"error: no Dask scheduler at {clean(scheduler)} ({type(e).__name__}): start one "
+              "there (dask scheduler) or check the address", file=sys.stderr)
+        return 2
+    print(f"grading worker {name} joined {clean(scheduler)} with {jobs} jobs: course "
+          f"{course.version} (commit {course.commit or 'unknown'})", flush=True)
+    await nanny.finished()
+    print(f"grading worker {name} stopped: the scheduler at {clean(scheduler)} went away, or it "
+          "was told to stop", flush=True)
+    return 0
+
+
+def serve(argv: list[str] | None = None) -> int:
+    parser = OneLineParser(
+        prog="bash course.sh grade-worker",
+        description="Join a Dask cluster as a grading machine: it grades the submissions that "
+                    "`bash course.sh grade ... --cluster` sends, in the full sandbox (run it as "
+                    "root).")
+    parser.add_argument("--scheduler", required=True, help="the scheduler, e.g. tcp://HOST:8786")
+    parser.add_argument("--jobs", type=at_least_one, default=max(1, (os.cpu_count() or 2) // 2),
+                        help="submissions graded at once here (default: half the cores)")
+    parser.add_argument("--name", default=None, help="this worker's name (default: host-pid)")
+    args = parser.parse_args(argv)
+    try:
+        check_address(args.scheduler)
+    except BadInput as e:
+        parser.exit(2, f"error: {e}\n")
+    if problem := sandbox_problem():   # said here in one line; dask_setup checks it again
+        parser.exit(2, f"error: {problem}\n")
+    import distributed  # noqa: F401  (its loggers exist once imported)
+    _quiet()
+    name = args.name or f"{socket.gethostname()}-{os.getpid()}"
+    try:
+        return asyncio.run(_serve(args.scheduler, args.jobs, name))
+    except KeyboardInterrupt:
+        return 0
+
+
+# ---------------------------------------------------------------------------------------------
+# The caller's side
+
+def check_address(address: str) -> str:
+    """address, or BadInput where it is not a scheduler's address (tcp://HOST:PORT)."""
+    if not ADDRESS.fullmatch(address):
+        raise BadInput(f"{clean(address)!r} is not a Dask scheduler's address: give "
+                       "tcp://HOST:PORT (the address `dask scheduler` prints, port 8786 by "
+                       "default)")
+    return address
+
+
+def _quiet() -> None:
+    """The client's and the nanny's INFO lines and logged tracebacks off: what goes wrong is said
+    in one line."""
+    for name in ["distributed", *logging.root.manager.loggerDict]:
+        if name.startswith("distributed"):
+            logging.getLogger(name).setLevel(logging.WARNING)
+
+
+def _connect(address: str):
+    from distributed import Client
+    check_address(address)
+    _quiet()
+    for name in ["distributed.client", "distributed.utils"]:   # tracebacks when it goes away
+        logging.getLogger(name).setLevel(logging.CRITICAL)
+    try:
+        return Client(address, timeout=CONNECT_SECONDS, set_as_default=False)
+    except (OSError, TimeoutError, ValueError) as e:
+        raise BadInput(f"no Dask scheduler at {clean(address)} ({type(e).__name__}: "
+                       f"{' '.join(clean(e).split())[:200]}): start one there (dask scheduler) "
+                       "or check the address; nothing graded") from None
+
+
+def _grading_workers(client) -> dict[str, dict]:
+    return {addr: w for addr, w in client.scheduler_info(n_workers=-1)["workers"].items()
+            if any(r.startswith(RESOURCE) for r in w.get("resources", {}))}
+
+
+def check_workers(client, course: Course, address: str) -> list[str]:
+    """The grading workers of this course; every other grading worker is named on stderr with
+    both versions. BadInput where none is left."""
+    deadline = time.monotonic() + CONNECT_SECONDS
+    while not (workers := _grading_workers(client)) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    ours = [a for a, w in workers.items() if RESOURCE + course.version in w["resources"]]
+    others = [a for a in workers if a not in ours]
+    if others:
+        found = client.run(describe, workers=others, on_error="return")
+        for addr in others:
+            there = found.get(addr)
+            why = (course.differences(there) if isinstance(there, Course)
+                   else f"it could not say ({type(there).__name__})")
+            print(f"error: refused the grading worker {clean(addr)}: its course differs from "
+                  f"this checkout's ({why}); check out the same commit there and start its "
+                  "`bash course.sh grade-worker` again", file=sys.stderr)
+    if not ours:
+        raise BadInput(f"no grading worker of this course at {clean(address)}"
+                       + (f" ({len(others)} refused, above)" if others else "")
+                       + ": start `bash course.sh grade-worker --scheduler "
+                       f"{clean(address)}` (as root) on a grading machine; nothing graded")
+    return ours
+
+
+def not_graded(lesson: Lesson, student: str, notes: list[str], why: str) -> Result:
+    """A submission the cluster could not grade (no fault of the learner's): no score; the
+    command exits 3 (grade again)."""
+    from course_utils.grader.grade import Outcome, Result, Status
+    return Result(student, lesson.name,
+                  {t.gid: Outcome(0.0, t.points, f"not graded: {why}, grade again",
+                                  Status.OVERLOADED) for t in lesson.tests}, list(notes))
+
+
+def _why(error: BaseException) -> str:
+    name = type(error).__name__
+    if name == "KilledWorker":
+        return "every worker that took it died"
+    return f"the worker failed ({name}: {' '.join(clean(error).split())[:300]})"
+
+
+def grade_on_cluster(address: str, lesson: Lesson, source: Path, course_root: Path,
+                     submissions: dict[str, Path], limits: Limits) -> list[Result]:
+    """Grade the submissions on the cluster whose scheduler is at address; the results, one per
+    submission. BadInput (nothing graded) where the lesson is not the course's by name, there is
+    no scheduler or no grading worker of this course; SchedulerGone where the scheduler goes away
+    mid-run."""
+    from distributed import wait
+
+    named = Path(course_root) / "solutions" / lesson.name / f"{lesson.name}.ipynb"
+    if not named.is_file() or named.resolve() != Path(source).resolve():
+        raise BadInput(f"--cluster grades a lesson of the course by name (each worker reads "
+                       f"solutions/LESSON/LESSON.ipynb from its own checkout), not "
+                       f"{clean(source)}")
+    if limits.sandbox != "required":
+        raise BadInput("--sandbox optional cannot be used with --cluster: a grading worker "
+                       "always grades in the full sandbox")
+    course = Course.at(Path(course_root))
+    client = _connect(address)
+    try:
+        check_workers(client, course, address)
+        token = uuid.uuid4().hex[:8]
+        futures, notes_of = {}, {}
+        for slot, (student, path) in enumerate(sorted(submissions.items())):
+            data, notes = read_submission(path)
+            notes_of[student] = notes
+            future = client.submit(grade_remote, course.version, lesson.name, student, data, notes,
+                                   limits, slot % 4000, key=f"grade-{lesson.name}-{slot}-{token}",
+                                   resources={RESOURCE + course.version: 1}, pure=False)
+            futures[future] = student
+        results: dict[str, Result] = {}
+        pending, lonely, lost = set(futures), None, None
+        while pending:
+            try:
+                with client.as_current():
+                    done, pending = wait(pending, timeout=2, return_when="FIRST_COMPLETED")
+            except TimeoutError:
+                done = set()
+            except CancelledError:   # FuturesCancelledError: the client lost the scheduler
+                raise SchedulerGone(address) from None
+            for future in done:
+                student = futures[future]
+                if future.status == "finished":
+                    results[student] = future.result()
+                elif future.status == "cancelled":   # the client lost the scheduler
+                    raise SchedulerGone(address)
+                else:
+                    results[student] = not_graded(lesson, student, notes_of[student],
+                                                  _why(future.exception()))
+            if not pending:
+                break
+            now = time.monotonic()
+            if client.status != "running":
+                lost = lost or now
+                if now - lost > GONE_SECONDS:
+                    raise SchedulerGone(address)
+                continue
+            lost = None
+            if _grading_workers_of(client, course):
+                lonely = None
+            elif (lonely := lonely or now) and now - lonely > WORKERLESS_SECONDS:
+                for future in pending:
+                    student = futures[future]
+                    results[student] = not_graded(
+                        lesson, student, notes_of[student],
+                        f"no grading worker of this course was left on the cluster for "
+                        f"{WORKERLESS_SECONDS} s")
+                client.cancel(list(pending))
+                break
+        return [results[s] for s in sorted(results)]
+    except OSError as e:   # the scheduler's connection, mid-call
+        raise SchedulerGone(address, f" ({type(e).__name__})") from None
+    finally:
+        try:
+            client.close(timeout=CONNECT_SECONDS)
+        except Exception:   # closing a client whose scheduler is gone: nothing left to do
+            pass
+
+
+def _grading_workers_of(client, course: Course) -> bool:
+    try:
+        return any(RESOURCE + course.version in w.get("resources", {})
+                   for w in client.scheduler_info(n_workers=-1)["workers"].values())
+    except Exception:   # asked while the connection drops: the next poll sees the status
+        return True
+
+
+if __name__ == "__main__":
+    sys.exit(serve())

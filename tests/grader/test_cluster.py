@@ -1,0 +1,382 @@
+"""Grading on a Dask cluster (course_utils.grader.cluster), with a real scheduler and grading
+workers, each a process of its own on loopback, started as `bash course.sh grade-worker` starts
+them.
+
+The checkouts are made here: course_utils copied from this one and the fixture lesson as their one
+lesson (solutions/99-fixture), so that a worker "of another commit" is a real other checkout."""
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+from test_gradefolder import FIXTURE, submission
+
+from course_utils.grader import cluster
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[2]
+LESSON = "99-fixture"
+SLEEPY = "import time\ndef scale(x, k):\n    time.sleep(0.3)\n    return x * k\n"
+
+
+def make_course(where: Path, change: str = "") -> Path:
+    """A checkout whose one lesson is the fixture; `change` is appended to its course_utils."""
+    shutil.copytree(ROOT / "course_utils", where / "course_utils",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    (where / "solutions" / LESSON).mkdir(parents=True)
+    shutil.copy(FIXTURE, where / "solutions" / LESSON)
+    if change:
+        with open(where / "course_utils" / "__init__.py", "a") as f:
+            f.write(change)
+    return where
+
+
+def env(course: Path) -> dict:
+    return {**os.environ, "PYTHONPATH": str(course), "PYTHONDONTWRITEBYTECODE": "1"}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Cluster:
+    """A scheduler, and grading workers started (and killed) by name."""
+
+    def __init__(self, tmp: Path):
+        self.tmp, self.workers, self.logs = tmp, {}, {}
+        file = tmp / "scheduler.json"
+        self.scheduler = subprocess.Popen(
+            [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
+             "--port", "0", "--no-dashboard", "--scheduler-file", str(file)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        deadline = time.monotonic() + 60
+        while not file.exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        self.address = json.loads(file.read_text())["address"]
+
+    def start(self, name: str, course: Path, jobs: int = 1, plain: bool = False) -> None:
+        """A grading worker of course, as grade-worker starts it; plain: as a deployment tool
+        (dask-jobqueue, dask-kubernetes) would, a `dask worker` with the course's preload."""
+        self.logs[name] = self.tmp / f"{name}.log"
+        command = ([sys.executable, "-m", "distributed.cli.dask_worker", self.address,
+                    "--preload", "course_utils.grader.cluster", "--nthreads", str(jobs),
+                    "--name", name, "--no-dashboard"] if plain
+                   else [sys.executable, "-m", "course_utils.grader.cluster", "--scheduler",
+                         self.address, "--jobs", str(jobs), "--name", name])
+        self.workers[name] = subprocess.Popen(
+            command, cwd=course, env=env(course), stdout=open(self.logs[name], "w"),
+            stderr=subprocess.STDOUT, start_new_session=True)
+
+    def client(self):
+        from distributed import Client
+        return Client(self.address, timeout=30, set_as_default=False)
+
+    def wait_for(self, *names: str) -> dict[str, str]:
+        """{name: address} once every named worker has joined."""
+        with self.client() as client:
+            deadline = time.monotonic() + 90
+            while time.monotonic() < deadline:
+                joined = {w["name"]: a for a, w in client.scheduler_info()["workers"].items()}
+                if set(names) <= set(joined):
+                    return joined
+                dead = [n for n in names if self.workers[n].poll() is not None]
+                assert not dead, f"{dead} stopped: {self.logs[dead[0]].read_text()[-2000:]}"
+                time.sleep(0.5)
+        raise AssertionError(f"{names} did not join")
+
+    def kill(self, name: str) -> None:
+        os.killpg(self.workers[name].pid, signal.SIGKILL)
+        self.workers[name].wait()
+
+    def close(self) -> None:
+        for proc in [*self.workers.values(), self.scheduler]:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+
+
+def grade(course: Path, folder: Path, out: Path, address: str | None = None, **popen):
+    """`bash course.sh grade` as the course's checkout runs it (its own course_utils)."""
+    command = [sys.executable, "-m", "course_utils.grader.gradefolder", LESSON, str(folder),
+               "--out", str(out), "--course", str(course)]
+    command += ["--cluster", address] if address else []
+    if popen:
+        return subprocess.Popen(command, cwd=folder.parent, env=env(course), text=True,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, **popen)
+    return subprocess.run(command, cwd=folder.parent, env=env(course), text=True,
+                          capture_output=True, timeout=600)
+
+
+def write_class(folder: Path, learners: dict[str, bytes]) -> Path:
+    folder.mkdir()
+    for name, data in learners.items():
+        (folder / f"{name}.ipynb").write_bytes(data)
+    return folder
+
+
+def files(out: Path) -> dict[str, bytes]:
+    return {p.relative_to(out).as_posix(): p.read_bytes() for p in sorted(out.rglob("*"))
+            if p.is_file()}
+
+
+@pytest.fixture(scope="module")
+def setting(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("cluster")
+    course = make_course(tmp / "course")
+    other = make_course(tmp / "other", change="\n# another commit\n")
+    grid = Cluster(tmp)
+    try:
+        grid.start("a", course)
+        grid.start("b", course)
+        grid.start("stale", other, plain=True)
+        grid.wait_for("a", "b", "stale")
+        yield tmp, course, grid
+    finally:
+        grid.close()
+
+
+def test_a_class_graded_on_the_cluster_gets_the_grades_of_a_local_run(setting):
+    tmp, course, grid = setting
+    folder = write_class(tmp / "class", {
+        "ada": submission(), "bob": submission(fx_grad="def square_grad(x):\n    return x\n"),
+        "cy": submission(fx_scale=SLEEPY), "dee": b"not a notebook",
+        "eve": submission(fx_count="def count_positive(xs):\n    return len(xs)\n")})
+    remote = grade(course, folder, tmp / "remote", grid.address)
+    assert remote.returncode == 0, remote.stderr
+    local = grade(course, folder, tmp / "local")
+    assert local.returncode == 0, local.stderr
+    assert files(tmp / "remote") == files(tmp / "local")
+    assert "ada: 5 / 5" in remote.stdout and "bob: 3 / 5" in remote.stdout
+    # the worker of another checkout is named, with both versions, and given nothing
+    mine, theirs = (cluster.Course.at(c) for c in (course, tmp / "other"))
+    refused = [line for line in remote.stderr.splitlines() if "refused" in line]
+    assert len(refused) == 1, remote.stderr
+    assert (f"course_utils {theirs.parts['course_utils']} there, "
+            f"{mine.parts['course_utils']} here") in refused[0]
+    with grid.client() as client:
+        names = {a: w["name"] for a, w in client.scheduler_info()["workers"].items()}
+        tasks = client.run(lambda dask_worker: sorted(
+            {str(k) for k, *_ in dask_worker.state.log if str(k).startswith("grade-")}))
+    assert not tasks[next(a for a, n in names.items() if n == "stale")]
+    assert all(tasks[a] for a, n in names.items() if n in ("a", "b")), tasks
+
+
+def test_a_worker_killed_mid_run_leaves_every_submission_graded_once(setting):
+    tmp, course, grid = setting
+    grid.start("victim", course)
+    grid.wait_for("victim")
+    learners = {f"s{i}": submission(fx_scale=SLEEPY) for i in range(6)}
+    folder = write_class(tmp / "sleepy", learners)
+    run = grade(course, folder, tmp / "sleepy-out", grid.address, start_new_session=True)
+    with grid.client() as client:
+        deadline, taken = time.monotonic() + 120, []
+        while not taken and time.monotonic() < deadline:
+            victim = next((a for a, w in client.scheduler_info()["workers"].items()
+                           if w["name"] == "victim"), None)
+            taken = list(client.processing().get(victim, ())) if victim else []
+            time.sleep(0.2)
+    assert taken, "the victim was given no submission"
+    grid.kill("victim")
+    stdout, stderr = run.communicate(timeout=600)
+    assert run.returncode == 0, stderr
+    rows = (tmp / "sleepy-out" / "grades.csv").read_text().splitlines()[1:]
+    assert sorted(row.split(",")[0] for row in rows) == sorted(learners)
+    assert all(f"{s}: 5 / 5" in stdout for s in learners), stdout
+
+
+def test_the_scheduler_going_away_mid_run_is_one_line_and_writes_nothing(tmp_path):
+    course = make_course(tmp_path / "course")
+    grid = Cluster(tmp_path)
+    try:
+        grid.start("w", course)
+        grid.wait_for("w")
+        folder = write_class(tmp_path / "class",
+                             {f"s{i}": submission(fx_scale=SLEEPY) for i in range(3)})
+        run = grade(course, folder, tmp_path / "out", grid.address, start_new_session=True)
+        with grid.client() as client:
+            deadline = time.monotonic() + 120
+            while not any(client.processing().values()) and time.monotonic() < deadline:
+                time.sleep(0.2)
+        os.killpg(grid.scheduler.pid, signal.SIGKILL)
+        stdout, stderr = run.communicate(timeout=300)
+    finally:
+        grid.close()
+    assert run.returncode == 2, stderr
+    assert stderr.count("\n") == 1 and "went away mid-run: nothing written" in stderr, stderr
+    assert not (tmp_path / "out").exists()
+
+
+# no scheduler at the address: test_course_sh_runs_the_worker_and_the_cluster_grading
+@pytest.mark.parametrize("case", ["not an address", "sandbox optional",
+                                  "no worker of this course"])
+def test_bad_input_is_one_line_exit_2_and_writes_nothing(setting, case, tmp_path):
+    tmp, course, grid = setting
+    folder = write_class(tmp_path / "class", {"ada": submission()})
+    address = "localhost" if case == "not an address" else grid.address
+    command = [sys.executable, "-m", "course_utils.grader.gradefolder", LESSON, str(folder),
+               "--out", str(tmp_path / "out"), "--course", str(course), "--cluster", address]
+    if case == "sandbox optional":
+        command += ["--sandbox", "optional"]
+    if case == "no worker of this course":   # a third checkout: every worker is refused
+        third = make_course(tmp_path / "third", change="\n# a third commit\n")
+        command[command.index("--course") + 1] = str(third)
+    proc = subprocess.run(command, cwd=tmp_path, env=env(course), text=True, capture_output=True,
+                          timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.splitlines()
+    assert lines and all(line.startswith("error: ") for line in lines), proc.stderr
+    expected = {"not an address": "tcp://HOST:PORT",
+                "sandbox optional": "always grades in the full sandbox",
+                "no worker of this course": "no grading worker of this course"}[case]
+    assert expected in lines[-1], proc.stderr
+    # each worker refused is named (a, b and stale), then the error
+    assert len(lines) == (4 if case == "no worker of this course" else 1), proc.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_course_sh_runs_the_worker_and_the_cluster_grading(tmp_path):
+    """The instructor's commands reach this code: a grading worker with no scheduler at its address
+    and a grading run likewise stop with one line, exit 2."""
+    port = free_port()
+    worker = subprocess.run(["bash", str(ROOT / "course.sh"), "grade-worker", "--scheduler",
+                             f"tcp://127.0.0.1:{port}", "--jobs", "1"],
+                            text=True, capture_output=True, timeout=300)
+    assert worker.returncode == 2, worker.stderr
+    assert worker.stderr.splitlines()[-1].startswith("error: no Dask scheduler at"), worker.stderr
+    (tmp_path / "class").mkdir()
+    (tmp_path / "class" / "ada.ipynb").write_bytes(
+        (ROOT / "notebooks" / "01-circuits" / "01-circuits.ipynb").read_bytes())
+    run = subprocess.run(["bash", str(ROOT / "course.sh"), "grade", "01-circuits", "class",
+                          "--out", "out", "--cluster", f"tcp://127.0.0.1:{port}"], cwd=tmp_path,
+                         text=True, capture_output=True, timeout=300)
+    assert run.returncode == 2, run.stderr
+    assert run.stderr.splitlines()[-1].startswith("error: no Dask scheduler at"), run.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_lessons_version_is_its_cells_not_their_outputs(tmp_path):
+    course = make_course(tmp_path / "course")
+    before = cluster.parts(course)
+    nb_path = course / "solutions" / LESSON / f"{LESSON}.ipynb"
+    nb = json.loads(nb_path.read_text())
+    code = next(c for c in nb["cells"] if c["cell_type"] == "code")
+    code["outputs"], code["execution_count"] = [{"output_type": "stream", "name": "stdout",
+                                                  "text": "run again\n"}], 7
+    nb_path.write_text(json.dumps(nb))
+    assert cluster.parts(course) == before
+    code["source"] = "x = 1\n"
+    nb_path.write_text(json.dumps(nb))
+    after = cluster.parts(course)
+    assert {k for k in before if before[k] != after[k]} == {f"lesson {LESSON}"}
+    differences = cluster.Course(before, cluster.version(before), "").differences(
+        cluster.Course(after, cluster.version(after), ""))
+    assert differences == (f"lesson {LESSON} {after[f'lesson {LESSON}']} there, "
+                           f"{before[f'lesson {LESSON}']} here")
+
+
+def test_a_machine_without_the_full_sandbox_never_joins(setting, tmp_path):
+    """Fails closed: a worker that could only build a weaker sandbox (here: not root, so no own uid
+    and no cgroups) stops with one line before it joins, and names the cause and the fix."""
+    tmp, course, grid = setting
+    as_nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+    where = Path(tempfile.mkdtemp(prefix="course-nobody-"))
+    try:
+        where.chmod(0o755)
+        course = make_course(where / "course")
+        if os.geteuid() != 0 or subprocess.run(as_nobody + [sys.executable, "-c", "pass"],
+                                               cwd=course).returncode:
+            pytest.skip("needs root, and a Python that the account nobody can run")
+        proc = subprocess.run(as_nobody + [sys.executable, "-m", "course_utils.grader.cluster",
+                                           "--scheduler", grid.address, "--name", "weak"],
+                              cwd=course, env={**env(course), "HOME": str(where)}, text=True,
+                              capture_output=True, timeout=120)
+    finally:
+        shutil.rmtree(where, ignore_errors=True)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("error: "), proc.stderr
+    assert "as root" in proc.stderr or "cannot grade" in proc.stderr, proc.stderr
+    with grid.client() as client:
+        assert "weak" not in {w["name"] for w in client.scheduler_info()["workers"].values()}
+
+
+def test_the_preload_fails_a_worker_without_the_full_sandbox(monkeypatch):
+    """`dask worker --preload course_utils.grader.cluster` (a deployment tool's worker): the same
+    check, before the worker registers; with the sandbox, the resource of this course."""
+    class Worker:
+        class state:
+            nthreads, total_resources, available_resources = 3, {}, {}
+    monkeypatch.setattr(cluster, "sandbox_problem", lambda: "no cgroups here: start it as root")
+    with pytest.raises(RuntimeError, match="no cgroups here"):
+        cluster.dask_setup(Worker)
+    assert not Worker.state.total_resources
+    monkeypatch.setattr(cluster, "sandbox_problem", lambda: None)
+    cluster.dask_setup(Worker)
+    name = cluster.RESOURCE + cluster.this_course().version
+    assert Worker.state.total_resources == Worker.state.available_resources == {name: 3}
+
+
+def test_submissions_left_without_any_grading_worker_are_not_graded_exit_3(tmp_path, monkeypatch):
+    """The only grading worker dies mid-run and none comes back within WORKERLESS_SECONDS: the
+    submissions it had not finished get a `not graded: ... grade again` row (never a score), the
+    others keep theirs, and the command exits 3."""
+    import threading
+
+    from course_utils.grader import gradefolder
+    monkeypatch.setattr(cluster, "WORKERLESS_SECONDS", 3)
+    course = make_course(tmp_path / "course")
+    grid = Cluster(tmp_path)
+    try:
+        grid.start("only", course)
+        grid.wait_for("only")
+        folder = write_class(tmp_path / "class",
+                             {f"s{i}": submission(fx_scale=SLEEPY) for i in range(3)})
+        said = {}
+        run = threading.Thread(target=lambda: said.update(code=gradefolder.main(
+            [LESSON, str(folder), "--out", str(tmp_path / "out"), "--course", str(course),
+             "--cluster", grid.address])))
+        run.start()
+        with grid.client() as client:
+            deadline = time.monotonic() + 120
+            while not any(client.processing().values()) and time.monotonic() < deadline:
+                time.sleep(0.2)
+        grid.kill("only")
+        run.join(timeout=300)
+    finally:
+        grid.close()
+    assert said.get("code") == 3
+    rows = (tmp_path / "out" / "grades.csv").read_text()
+    assert "no grading worker of this course was left on the cluster" in rows
+    assert sorted(r.split(",")[0] for r in rows.splitlines()[1:]) == ["s0", "s1", "s2"]
+
+
+def test_a_worker_whose_lesson_changed_since_it_started_grades_nothing(tmp_path):
+    """A `git pull` under a running worker: its version is still the caller's, but the lesson it
+    would read is not the one it offered; every submission is `not graded` (exit 3), none graded
+    with the other lesson."""
+    course, caller = make_course(tmp_path / "course"), make_course(tmp_path / "caller")
+    grid = Cluster(tmp_path)
+    try:
+        grid.start("pulled", course)
+        grid.wait_for("pulled")
+        nb_path = course / "solutions" / LESSON / f"{LESSON}.ipynb"
+        nb = json.loads(nb_path.read_text())
+        nb["cells"].append({"cell_type": "markdown", "metadata": {}, "source": "pulled\n"})
+        nb_path.write_text(json.dumps(nb))
+        folder = write_class(tmp_path / "class", {"ada": submission()})
+        proc = grade(caller, folder, tmp_path / "out", grid.address)
+    finally:
+        grid.close()
+    assert proc.returncode == 3, proc.stderr
+    assert "ada: 0 / 5" in proc.stdout and "[not graded: grade again]" in proc.stdout
+    assert "changed since it started" in (tmp_path / "out" / "grades.csv").read_text()
