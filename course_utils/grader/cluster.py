@@ -226,7 +226,7 @@ async def _serve(scheduler: str, jobs: int, name: str) -> int:
         print(f"error: no Dask scheduler at {clean(scheduler)} ({type(e).__name__}): start one "
               "there (dask scheduler) or check the address", file=sys.stderr)
         return 2
-    print(f"grading worker {name} joined {clean(scheduler)} with {jobs} jobs: course "
+    print(f"grading worker {name} joined {clean(scheduler)}, {jobs} at a time: course "
           f"{course.version} (commit {course.commit or 'unknown'})", flush=True)
     await nanny.finished()
     print(f"grading worker {name} stopped: the scheduler at {clean(scheduler)} went away, or it "
