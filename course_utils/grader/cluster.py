@@ -226,6 +226,10 @@ async def _serve(scheduler: str, jobs: int, name: str) -> int:
         print(f"error: no Dask scheduler at {clean(scheduler)} ({type(e).__name__}): start one "
               "there (dask scheduler) or check the address", file=sys.stderr)
         return 2
+    except Exception as e:   # the worker's own start failed (its preload: the sandbox, rechecked)
+        print(f"error: the grading worker did not start ({type(e).__name__}: "
+              f"{' '.join(clean(e).split())[:400]})", file=sys.stderr)
+        return 2
     print(f"grading worker {name} joined {clean(scheduler)}, {jobs} at a time: course "
           f"{course.version} (commit {course.commit or 'unknown'})", flush=True)
     await nanny.finished()
