@@ -31,7 +31,8 @@ LANES = {
     # other users' permissions off the repository's tests/, solutions/, .git and build/ while it
     # runs (hub/classroom.py: SOURCES)
     "other-users": ("tests/hub/", "tests/grader/test_rootworker.py", "tests/grader/test_worker.py",
-                    "tests/grader/test_sandbox.py", "tests/grader/test_capabilities.py"),
+                    "tests/grader/test_sandbox.py", "tests/grader/test_capabilities.py",
+                    "tests/grader/test_cluster.py"),
     # each module starts a JupyterLab and a Chromium of its own (tests/browser/conftest.py):
     # one at a time
     "browser": ("tests/browser/",),
