@@ -7,7 +7,7 @@
 #   bash course.sh release              re-execute solutions/ in place and regenerate notebooks/
 #   bash course.sh bench                time every solution notebook and one autograde
 #   bash course.sh grade LESSON FOLDER  grade a folder of submissions in sandboxes: grades.csv + feedback
-#   bash course.sh grade-worker --scheduler tcp://HOST:8786   as root: grade for `grade ... --cluster` (a Dask cluster)
+#   bash course.sh grade-worker --scheduler tls://HOST:8786   as root: grade for `grade ... --cluster` (a Dask cluster)
 #   bash course.sh grades merge|lms ... merge grades.csv from several machines; a Moodle import CSV
 #   bash course.sh hub [--roster CSV] [--instructor NAME] [--tas A,B] [--port N]   as root: accounts, then JupyterHub
 # COURSE_ROLE=instructor bash course.sh lab   opens the repository with nbgrader's instructor tools

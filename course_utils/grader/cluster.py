@@ -1,7 +1,7 @@
 """A class graded on a Dask cluster of grading machines (dask.distributed).
 
-    bash course.sh grade-worker --scheduler tcp://HOST:8786 [--jobs N]   on each grading machine
-    bash course.sh grade LESSON FOLDER --out OUT --cluster tcp://HOST:8786   where the class is
+    bash course.sh grade-worker --scheduler tls://HOST:8786 [--jobs N]   on each grading machine
+    bash course.sh grade LESSON FOLDER --out OUT --cluster tls://HOST:8786   where the class is
 
 The caller (course_utils.grader.gradefolder) reads the submissions and sends each one's bytes to
 the cluster as a task; a worker grades it exactly as `bash course.sh grade` does on one machine
@@ -244,7 +244,8 @@ def serve(argv: list[str] | None = None) -> int:
         description="Join a Dask cluster as a grading machine: it grades the submissions that "
                     "`bash course.sh grade ... --cluster` sends, in the full sandbox (run it as "
                     "root).")
-    parser.add_argument("--scheduler", required=True, help="the scheduler, e.g. tcp://HOST:8786")
+    parser.add_argument("--scheduler", required=True,
+                        help="the scheduler, e.g. tls://HOST:8786 (tcp:// on this machine only)")
     parser.add_argument("--jobs", type=at_least_one, default=max(1, (os.cpu_count() or 2) // 2),
                         help="submissions graded at once here (default: half the cores)")
     parser.add_argument("--name", default=None, help="this worker's name (default: host-pid)")
@@ -267,12 +268,24 @@ def serve(argv: list[str] | None = None) -> int:
 # ---------------------------------------------------------------------------------------------
 # The caller's side
 
+LOOPBACK = ("127.0.0.1", "localhost", "[::1]")
+
+
 def check_address(address: str) -> str:
-    """address, or BadInput where it is not a scheduler's address (tcp://HOST:PORT)."""
-    if not ADDRESS.fullmatch(address):
+    """address, or BadInput where it is not a scheduler's address, or is plain tcp:// to another
+    machine: Dask's tcp:// has no login, and whoever reaches a scheduler or a worker can run code
+    on the grading workers (as root) or pose as one; between machines only tls://, with the
+    mutual certificates of Dask's settings (distributed.comm.tls)."""
+    match = ADDRESS.fullmatch(address)
+    if not match:
         raise BadInput(f"{clean(address)!r} is not a Dask scheduler's address: give "
-                       "tcp://HOST:PORT (the address `dask scheduler` prints, port 8786 by "
-                       "default)")
+                       "tls://HOST:PORT, or tcp://127.0.0.1:PORT on this machine (the address "
+                       "`dask scheduler` prints, port 8786 by default)")
+    if match[1] == "tcp" and match[2] not in LOOPBACK:
+        raise BadInput(f"{clean(address)} is plain tcp:// to another machine: anyone who can reach "
+                       "it could run code as root on the grading workers or pose as one; use "
+                       "tls://HOST:PORT with mutual certificates (Dask's distributed.comm.tls "
+                       "settings on every machine, docs/instructors.md)")
     return address
 
 
@@ -292,7 +305,7 @@ def _connect(address: str):
         logging.getLogger(name).setLevel(logging.CRITICAL)
     try:
         return Client(address, timeout=CONNECT_SECONDS, set_as_default=False)
-    except (OSError, TimeoutError, ValueError) as e:
+    except (OSError, TimeoutError, ValueError, TypeError) as e:   # TypeError: tls:// unset
         raise BadInput(f"no Dask scheduler at {clean(address)} ({type(e).__name__}: "
                        f"{' '.join(clean(e).split())[:200]}): start one there (dask scheduler) "
                        "or check the address; nothing graded") from None

@@ -218,12 +218,14 @@ def test_the_scheduler_going_away_mid_run_is_one_line_and_writes_nothing(tmp_pat
 
 
 # no scheduler at the address: test_course_sh_runs_the_worker_and_the_cluster_grading
-@pytest.mark.parametrize("case", ["not an address", "sandbox optional",
-                                  "no worker of this course"])
+@pytest.mark.parametrize("case", ["not an address", "plain tcp to another machine",
+                                  "sandbox optional", "no worker of this course"])
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(setting, case, tmp_path):
     tmp, course, grid = setting
     folder = write_class(tmp_path / "class", {"ada": submission()})
-    address = "localhost" if case == "not an address" else grid.address
+    address = {"not an address": "localhost",
+               "plain tcp to another machine": "tcp://grader.example.org:8786"}.get(case,
+                                                                                 grid.address)
     command = [sys.executable, "-m", "course_utils.grader.gradefolder", LESSON, str(folder),
                "--out", str(tmp_path / "out"), "--course", str(course), "--cluster", address]
     if case == "sandbox optional":
@@ -236,7 +238,8 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(setting, case, tmp_path
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.splitlines()
     assert lines and all(line.startswith("error: ") for line in lines), proc.stderr
-    expected = {"not an address": "tcp://HOST:PORT",
+    expected = {"not an address": "tls://HOST:PORT",
+                "plain tcp to another machine": "use tls://HOST:PORT with mutual certificates",
                 "sandbox optional": "always grades in the full sandbox",
                 "no worker of this course": "no grading worker of this course"}[case]
     assert expected in lines[-1], proc.stderr
