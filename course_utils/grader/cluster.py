@@ -15,7 +15,8 @@ hash of what decides a grade there (`parts`: course_utils, each lesson's instruc
 and Python), and every task asks for the caller's; a worker of another commit, or a plain `dask
 worker`, is never given a submission, and the caller names each refused one with both versions. A
 worker checks that it can build the full sandbox (own uid, memory and CPU cgroups: as root) before
-it joins and again before each submission: it fails closed, never grading with less protection.
+it joins (grade-worker stops; a plain `dask worker --preload` joins without the resource, so it is
+given nothing): it fails closed, never grading with less protection.
 """
 
 from __future__ import annotations
@@ -204,7 +205,8 @@ def sandbox_problem() -> str | None:
 def dask_setup(worker) -> None:
     """Dask's preload hook: `dask worker --preload course_utils.grader.cluster`, run from the
     checkout (what grade-worker starts; dask-jobqueue and dask-kubernetes can start the same). It
-    fails the worker's start where the full sandbox cannot be built; else the worker offers
+    raises where the full sandbox cannot be built (Dask logs it and starts the worker without the
+    resource, so it is given no submission); else the worker offers
     RESOURCE + its course's version, one per thread, when it registers with the scheduler."""
     if problem := sandbox_problem():
         raise RuntimeError(problem)
