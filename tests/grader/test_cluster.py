@@ -95,6 +95,13 @@ class Cluster:
                 time.sleep(0.5)
         raise AssertionError(f"{names} did not join")
 
+    def wait_busy(self) -> None:
+        """Until some worker holds a submission (a run has begun grading)."""
+        with self.client() as client:
+            deadline = time.monotonic() + 120
+            while not any(client.processing().values()) and time.monotonic() < deadline:
+                time.sleep(0.2)
+
     def kill(self, name: str) -> None:
         os.killpg(self.workers[name].pid, signal.SIGKILL)
         self.workers[name].wait()
@@ -204,10 +211,7 @@ def test_the_scheduler_going_away_mid_run_is_one_line_and_writes_nothing(tmp_pat
         folder = write_class(tmp_path / "class",
                              {f"s{i}": submission(fx_scale=SLEEPY) for i in range(3)})
         run = grade(course, folder, tmp_path / "out", grid.address, start_new_session=True)
-        with grid.client() as client:
-            deadline = time.monotonic() + 120
-            while not any(client.processing().values()) and time.monotonic() < deadline:
-                time.sleep(0.2)
+        grid.wait_busy()
         os.killpg(grid.scheduler.pid, signal.SIGKILL)
         stdout, stderr = run.communicate(timeout=300)
     finally:
@@ -349,10 +353,7 @@ def test_submissions_left_without_any_grading_worker_are_not_graded_exit_3(tmp_p
             [LESSON, str(folder), "--out", str(tmp_path / "out"), "--course", str(course),
              "--cluster", grid.address])))
         run.start()
-        with grid.client() as client:
-            deadline = time.monotonic() + 120
-            while not any(client.processing().values()) and time.monotonic() < deadline:
-                time.sleep(0.2)
+        grid.wait_busy()
         grid.kill("only")
         run.join(timeout=300)
     finally:
