@@ -22,6 +22,8 @@ given nothing): it fails closed, never grading with less protection.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import fcntl
 import functools
 import hashlib
 import json
@@ -50,9 +52,15 @@ if TYPE_CHECKING:
 
 ROOT = Path(__file__).resolve().parents[2]   # the checkout this worker's code comes from
 RESOURCE = "course-"          # + the version: what a grading worker offers and a task asks for
-CONNECT_SECONDS = 10          # to reach the scheduler, and to find a worker there
+CONNECT_SECONDS = 10          # to reach the scheduler
+START_SECONDS = 300           # for a grading worker's own start (its sandbox check, the hashing)
 WORKERLESS_SECONDS = 120      # submissions wait this long for a grading worker, then are not graded
 GONE_SECONDS = 20             # the scheduler's connection lost this long: the run stops
+# A grading worker's sandboxes take their slots (uid FIRST_UID + slot) here, one lock file each,
+# held while grading: two runs on one cluster, or two workers on one machine, never share a uid.
+# A local run's slots are below 4000 (gradefolder, nbgrader's autograde).
+SLOTS = range(4000, 5000)
+SLOT_LOCKS = Path("/run/course-grader-slots")
 
 
 ADDRESS = re.compile(r"(tcp|tls)://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):([0-9]{1,5})")
@@ -132,14 +140,15 @@ class Course:
         found = parts(root)
         return cls(found, version(found), commit(root))
 
-    def differences(self, there: "Course") -> str:
+    def differences(self, there: "Course", names: tuple[str, str] = ("there", "here")) -> str:
         """What differs, in a line: 'course_utils 1a2b.. there, 9f8e.. here; ...'."""
         keys = sorted(set(self.parts) | set(there.parts))
-        said = [f"{k} {there.parts.get(k, 'missing')} there, {self.parts.get(k, 'missing')} here"
+        said = [f"{k} {there.parts.get(k, 'missing')} {names[0]}, "
+                f"{self.parts.get(k, 'missing')} {names[1]}"
                 for k in keys if self.parts.get(k) != there.parts.get(k)]
-        if self.commit or there.commit:
-            said.append(f"commit {there.commit or 'unknown'} there, "
-                        f"{self.commit or 'unknown'} here")
+        if (self.commit or there.commit) and self.commit != there.commit:
+            said.append(f"commit {there.commit or 'unknown'} {names[0]}, "
+                        f"{self.commit or 'unknown'} {names[1]}")
         return "; ".join(said)
 
 
@@ -152,19 +161,61 @@ def this_course() -> Course:
 # ---------------------------------------------------------------------------------------------
 # A grading worker's side
 
-class CourseMismatch(RuntimeError):
-    pass
-
-
 def describe() -> Course:
     """Run on each worker by the caller (Client.run): its course."""
     return this_course()
 
 
+def changed_since(course: Course, root: Path = ROOT) -> str:
+    """"" where the checkout at root still is course (the files that decide a grade); else what
+    changed, in a line (a `git pull` under a running worker)."""
+    found = parts(root)
+    if version(found) == course.version:
+        return ""
+    return course.differences(Course(found, version(found), ""), ("now", "when it started"))
+
+
+@contextlib.contextmanager
+def machine_slot():
+    """A sandbox slot (SLOTS) that no other grading on this machine holds until the block ends."""
+    from course_utils.grader.capabilities import SandboxUnavailable
+    SLOT_LOCKS.mkdir(mode=0o700, exist_ok=True)
+    held = SLOT_LOCKS.lstat()
+    if not SLOT_LOCKS.is_dir() or SLOT_LOCKS.is_symlink() or held.st_uid != os.geteuid():
+        raise SandboxUnavailable(f"{SLOT_LOCKS} is not this user's own folder")
+    for slot in SLOTS:
+        fd = os.open(SLOT_LOCKS / str(slot), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            continue
+        try:
+            yield slot
+        finally:
+            os.close(fd)   # the lock goes with it (and with the process, however it ends)
+        return
+    raise SandboxUnavailable(f"all {len(SLOTS)} sandbox slots of this machine are taken")
+
+
+def _leave(why: str):
+    """This worker closes (with its nanny: grade-worker stops), after saying why; the submission
+    it holds goes back to the scheduler (distributed.Reschedule) for another worker."""
+    from distributed import Reschedule, get_worker
+    worker = get_worker()
+    print(f"error: grading worker {worker.name} leaves the cluster: {why}", file=sys.stderr,
+          flush=True)
+    # closing first: the scheduler stops giving it submissions before this one comes back
+    worker.loop.add_callback(worker.close, nanny=True, reason=f"course-grader: {why}"[:200])
+    raise Reschedule()
+
+
 def grade_remote(expected: str, lesson_name: str, student: str, data: bytes, notes: list[str],
-                 limits: Limits, slot: int) -> Result:
+                 limits: Limits) -> Result:
     """One submission, graded on this worker with the full sandbox and its own reference run of
-    the lesson (shared by this worker's jobs, closed when idle: grade.reference_for)."""
+    the lesson (shared by this worker's jobs, closed when idle: grade.reference_for). A worker
+    whose checkout changed since it started, or that lost the full sandbox, never grades: it
+    leaves, and the submission goes to another worker."""
     from distributed import get_worker
 
     from course_utils.grader.capabilities import SandboxUnavailable
@@ -173,16 +224,24 @@ def grade_remote(expected: str, lesson_name: str, student: str, data: bytes, not
 
     mine = this_course()
     if mine.version != expected:   # the resource keeps this from happening; never grade if it does
-        raise CourseMismatch(f"this worker's course is {mine.version}, the caller's {expected}")
+        _leave(f"its course is {mine.version}, the caller's {expected}")
     limits = limits.shared_by(get_worker().state.nthreads)
-    if warning := check_sandbox(limits):   # fails closed: the full sandbox or nothing
-        raise SandboxUnavailable(f"this worker lost the full sandbox: {warning}")
+    try:
+        warning = check_sandbox(limits)   # fails closed: the full sandbox or nothing
+    except SandboxUnavailable as e:
+        warning = str(e)
+    if warning:
+        _leave(f"it lost the full sandbox ({warning})")
+    if changed := changed_since(mine):
+        _leave(f"its checkout changed since it started (a git pull?): {changed}; start its "
+               "`bash course.sh grade-worker` again")
     source = ROOT / "solutions" / lesson_name / f"{lesson_name}.ipynb"
-    if _notebook_digest(source) != mine.parts.get(f"lesson {lesson_name}"):
-        raise CourseMismatch(f"this worker's {lesson_name} changed since it started (a git pull?): "
-                             "start its `bash course.sh grade-worker` again")
-    with reference_for(source, limits) as reference:
-        return grade_one(reference.lesson, reference, student, data, notes, limits, slot)
+    with reference_for(source, limits) as reference, machine_slot() as slot:
+        result = grade_one(reference.lesson, reference, student, data, notes, limits, slot)
+    if changed := changed_since(mine):   # while it graded: that grade may mix two checkouts
+        _leave(f"its checkout changed while it graded (a git pull?): {changed}; start its "
+               "`bash course.sh grade-worker` again")
+    return result
 
 
 def sandbox_problem() -> str | None:
@@ -214,19 +273,41 @@ def dask_setup(worker) -> None:
     worker.state.total_resources[name] = worker.state.available_resources[name] = jobs
 
 
+async def _reach(scheduler: str) -> str | None:
+    """Why the scheduler cannot be reached (one line), None where it can."""
+    from distributed.comm import connect
+    from distributed.security import Security
+    try:
+        comm = await connect(scheduler, timeout=CONNECT_SECONDS,
+                             **Security().get_connection_args("worker"))
+    except (OSError, asyncio.TimeoutError, TimeoutError, ValueError, TypeError) as e:
+        return (f"no Dask scheduler at {clean(scheduler)} ({type(e).__name__}): start one there "
+                "(dask scheduler) or check the address")
+    await comm.close()
+    return None
+
+
 async def _serve(scheduler: str, jobs: int, name: str) -> int:
     from distributed import Nanny
     course = this_course()
+    if problem := await _reach(scheduler):
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
     try:
         # a nanny: the worker it runs is started again if it dies; the sandbox, not Dask, limits
         # memory (memory_limit=0: no Dask memory limit, which would count the learners' processes)
         nanny = Nanny(scheduler, nthreads=jobs, preload=["course_utils.grader.cluster"],
-                      name=name, memory_limit=0, death_timeout=CONNECT_SECONDS,
+                      name=name, memory_limit=0, death_timeout=START_SECONDS,
                       env={"PYTHONPATH": str(ROOT)}, dashboard=False)
-        await asyncio.wait_for(nanny.start(), CONNECT_SECONDS * 3)
-    except (OSError, asyncio.TimeoutError, TimeoutError) as e:
-        print(f"error: no Dask scheduler at {clean(scheduler)} ({type(e).__name__}): start one "
-              "there (dask scheduler) or check the address", file=sys.stderr)
+        await asyncio.wait_for(nanny.start(), START_SECONDS)
+    except (asyncio.TimeoutError, TimeoutError):
+        print(f"error: the grading worker did not start within {START_SECONDS} s (its sandbox "
+              f"check, or reaching the scheduler at {clean(scheduler)}): is this machine "
+              "overloaded? Start it again", file=sys.stderr)
+        return 2
+    except OSError as e:
+        print(f"error: the scheduler at {clean(scheduler)} could not be reached while the worker "
+              f"started ({type(e).__name__}): start it again", file=sys.stderr)
         return 2
     except Exception as e:   # the worker's own start failed (its preload: the sandbox, rechecked)
         print(f"error: the grading worker did not start ({type(e).__name__}: "
@@ -235,8 +316,8 @@ async def _serve(scheduler: str, jobs: int, name: str) -> int:
     print(f"grading worker {name} joined {clean(scheduler)}, {jobs} at a time: course "
           f"{course.version} (commit {course.commit or 'unknown'})", flush=True)
     await nanny.finished()
-    print(f"grading worker {name} stopped: the scheduler at {clean(scheduler)} went away, or it "
-          "was told to stop", flush=True)
+    print(f"grading worker {name} stopped: it left (the reason is above), the scheduler at "
+          f"{clean(scheduler)} went away, or it was told to stop", flush=True)
     return 0
 
 
@@ -258,11 +339,10 @@ def serve(argv: list[str] | None = None) -> int:
         parser.exit(2, f"error: {e}\n")
     if problem := sandbox_problem():   # said here in one line; dask_setup checks it again
         parser.exit(2, f"error: {problem}\n")
-    import distributed  # noqa: F401  (its loggers exist once imported)
-    _quiet()
     name = args.name or f"{socket.gethostname()}-{os.getpid()}"
     try:
-        return asyncio.run(_serve(args.scheduler, args.jobs, name))
+        with _quiet():
+            return asyncio.run(_serve(args.scheduler, args.jobs, name))
     except KeyboardInterrupt:
         return 0
 
@@ -291,20 +371,27 @@ def check_address(address: str) -> str:
     return address
 
 
-def _quiet() -> None:
-    """The client's and the nanny's INFO lines and logged tracebacks off: what goes wrong is said
-    in one line."""
-    for name in ["distributed", *logging.root.manager.loggerDict]:
-        if name.startswith("distributed"):
-            logging.getLogger(name).setLevel(logging.WARNING)
+@contextlib.contextmanager
+def _quiet():
+    """The client's and the nanny's INFO lines and logged tracebacks off while the block runs (what
+    goes wrong is said in one line); the levels as they were after it."""
+    import distributed  # noqa: F401  (its loggers exist once imported)
+    names = [n for n in ["distributed", *logging.root.manager.loggerDict]
+             if n.startswith("distributed")]
+    before = {n: logging.getLogger(n).level for n in names}
+    for n in names:
+        logging.getLogger(n).setLevel(logging.WARNING)
+    for n in ["distributed.client", "distributed.utils"]:   # tracebacks when it goes away
+        logging.getLogger(n).setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        for n, level in before.items():
+            logging.getLogger(n).setLevel(level)
 
 
 def _connect(address: str):
     from distributed import Client
-    check_address(address)
-    _quiet()
-    for name in ["distributed.client", "distributed.utils"]:   # tracebacks when it goes away
-        logging.getLogger(name).setLevel(logging.CRITICAL)
     try:
         return Client(address, timeout=CONNECT_SECONDS, set_as_default=False)
     except (OSError, TimeoutError, ValueError, TypeError) as e:   # TypeError: tls:// unset
@@ -319,28 +406,36 @@ def _grading_workers(client) -> dict[str, dict]:
 
 
 def check_workers(client, course: Course, address: str) -> list[str]:
-    """The grading workers of this course; every other grading worker is named on stderr with
-    both versions. BadInput where none is left."""
-    deadline = time.monotonic() + CONNECT_SECONDS
-    while not (workers := _grading_workers(client)) and time.monotonic() < deadline:
-        time.sleep(0.5)
-    ours = [a for a, w in workers.items() if RESOURCE + course.version in w["resources"]]
-    others = [a for a in workers if a not in ours]
-    if others:
-        found = client.run(describe, workers=others, on_error="return")
-        for addr in others:
-            there = found.get(addr)
-            why = (course.differences(there) if isinstance(there, Course)
-                   else f"it could not say ({type(there).__name__})")
-            print(f"error: refused the grading worker {clean(addr)}: its course differs from "
-                  f"this checkout's ({why}); check out the same commit there and start its "
-                  "`bash course.sh grade-worker` again", file=sys.stderr)
-    if not ours:
-        raise BadInput(f"no grading worker of this course at {clean(address)}"
-                       + (f" ({len(others)} refused, above)" if others else "")
-                       + ": start `bash course.sh grade-worker --scheduler "
-                       f"{clean(address)}` (as root) on a grading machine; nothing graded")
-    return ours
+    """The grading workers of this course, waiting up to WORKERLESS_SECONDS for the first (a batch
+    queue may start them late); every other grading worker is named on stderr with both versions.
+    BadInput where none came."""
+    deadline, named, waiting = time.monotonic() + WORKERLESS_SECONDS, set(), False
+    while True:
+        workers = _grading_workers(client)
+        ours = [a for a, w in workers.items() if RESOURCE + course.version in w["resources"]]
+        if others := [a for a in workers if a not in ours and a not in named]:
+            found = client.run(describe, workers=others, on_error="return")
+            for addr in others:
+                there = found.get(addr)
+                why = (course.differences(there) if isinstance(there, Course)
+                       else f"it could not say ({type(there).__name__})")
+                print(f"error: refused the grading worker {clean(addr)}: its course differs from "
+                      f"this checkout's ({why}); check out the same commit there and start its "
+                      "`bash course.sh grade-worker` again", file=sys.stderr)
+            named.update(others)
+        if ours:
+            return ours
+        if time.monotonic() > deadline:
+            raise BadInput(f"no grading worker of this course at {clean(address)} in "
+                           f"{WORKERLESS_SECONDS} s" + (f" ({len(named)} refused, above)"
+                                                         if named else "")
+                           + ": start `bash course.sh grade-worker --scheduler "
+                           f"{clean(address)}` (as root) on a grading machine; nothing graded")
+        if not waiting:
+            print(f"waiting up to {WORKERLESS_SECONDS} s for a grading worker of this course at "
+                  f"{clean(address)}", flush=True)
+            waiting = True
+        time.sleep(1)
 
 
 def not_graded(lesson: Lesson, student: str, notes: list[str], why: str) -> Result:
@@ -365,8 +460,6 @@ def grade_on_cluster(address: str, lesson: Lesson, source: Path, course_root: Pa
     submission. BadInput (nothing graded) where the lesson is not the course's by name, there is
     no scheduler or no grading worker of this course; SchedulerGone where the scheduler goes away
     mid-run."""
-    from distributed import wait
-
     named = Path(course_root) / "solutions" / lesson.name / f"{lesson.name}.ipynb"
     if not named.is_file() or named.resolve() != Path(source).resolve():
         raise BadInput(f"--cluster grades a lesson of the course by name (each worker reads "
@@ -375,66 +468,84 @@ def grade_on_cluster(address: str, lesson: Lesson, source: Path, course_root: Pa
     if limits.sandbox != "required":
         raise BadInput("--sandbox optional cannot be used with --cluster: a grading worker "
                        "always grades in the full sandbox")
+    check_address(address)
     course = Course.at(Path(course_root))
-    client = _connect(address)
-    try:
-        check_workers(client, course, address)
-        token = uuid.uuid4().hex[:8]
-        futures, notes_of = {}, {}
-        for slot, (student, path) in enumerate(sorted(submissions.items())):
-            data, notes = read_submission(path)
-            notes_of[student] = notes
-            future = client.submit(grade_remote, course.version, lesson.name, student, data, notes,
-                                   limits, slot % 4000, key=f"grade-{lesson.name}-{slot}-{token}",
-                                   resources={RESOURCE + course.version: 1}, pure=False)
-            futures[future] = student
-        results: dict[str, Result] = {}
-        pending, lonely, lost = set(futures), None, None
-        while pending:
-            try:
-                with client.as_current():
-                    done, pending = wait(pending, timeout=2, return_when="FIRST_COMPLETED")
-            except TimeoutError:
-                done = set()
-            except CancelledError:   # FuturesCancelledError: the client lost the scheduler
-                raise SchedulerGone(address) from None
-            for future in done:
-                student = futures[future]
-                if future.status == "finished":
-                    results[student] = future.result()
-                elif future.status == "cancelled":   # the client lost the scheduler
-                    raise SchedulerGone(address)
-                else:
-                    results[student] = not_graded(lesson, student, notes_of[student],
-                                                  _why(future.exception()))
-            if not pending:
-                break
-            now = time.monotonic()
-            if client.status != "running":
-                lost = lost or now
-                if now - lost > GONE_SECONDS:
-                    raise SchedulerGone(address)
-                continue
-            lost = None
-            if _grading_workers_of(client, course):
-                lonely = None
-            elif (lonely := lonely or now) and now - lonely > WORKERLESS_SECONDS:
-                for future in pending:
-                    student = futures[future]
-                    results[student] = not_graded(
-                        lesson, student, notes_of[student],
-                        f"no grading worker of this course was left on the cluster for "
-                        f"{WORKERLESS_SECONDS} s")
-                client.cancel(list(pending))
-                break
-        return [results[s] for s in sorted(results)]
-    except OSError as e:   # the scheduler's connection, mid-call
-        raise SchedulerGone(address, f" ({type(e).__name__})") from None
-    finally:
+    with _quiet():
+        client = _connect(address)
         try:
-            client.close(timeout=CONNECT_SECONDS)
-        except Exception:   # closing a client whose scheduler is gone: nothing left to do
-            pass
+            check_workers(client, course, address)
+            return _gather(client, course, lesson, submissions, limits)
+        except BadInput:
+            raise
+        except Exception as e:   # the scheduler's connection, mid-call
+            from distributed.client import ClosedClientError
+            if client.status == "running" and not isinstance(
+                    e, (OSError, CancelledError, ClosedClientError)):
+                raise
+            raise SchedulerGone(address) from None
+        finally:
+            try:
+                client.close(timeout=CONNECT_SECONDS)
+            except Exception:   # closing a client whose scheduler is gone: nothing left to do
+                pass
+
+
+def _gather(client, course: Course, lesson: Lesson, submissions: dict[str, Path],
+            limits: Limits) -> list[Result]:
+    """Each submission sent as a task, and its result collected as it comes (once)."""
+    from distributed import wait
+
+    token = uuid.uuid4().hex[:8]
+    futures, notes_of = {}, {}
+    for n, (student, path) in enumerate(sorted(submissions.items())):
+        data, notes = read_submission(path)
+        notes_of[student] = notes
+        future = client.submit(grade_remote, course.version, lesson.name, student, data, notes,
+                               limits, key=f"grade-{lesson.name}-{n}-{token}",
+                               resources={RESOURCE + course.version: 1}, pure=False)
+        futures[future] = student
+    results: dict[str, Result] = {}
+    pending, lonely, lost = set(futures), None, None
+    while pending:
+        try:
+            with client.as_current():
+                done, _ = wait(pending, timeout=2, return_when="FIRST_COMPLETED")
+        except TimeoutError:
+            done = set()
+        for future in done:
+            student = futures[future]
+            if future.status == "lost":   # its worker died holding it: Dask computes it again
+                continue
+            if future.status == "finished":
+                results[student] = future.result()
+            elif future.status == "cancelled":   # the client lost the scheduler
+                raise CancelledError()
+            else:
+                results[student] = not_graded(lesson, student, notes_of[student],
+                                              _why(future.exception()))
+            future.release()   # collected: the worker need not keep it
+            pending.discard(future)
+        if not pending:
+            break
+        now = time.monotonic()
+        if client.status != "running":
+            lost = lost or now
+            if now - lost > GONE_SECONDS:
+                raise CancelledError()
+            continue
+        lost = None
+        if _grading_workers_of(client, course):
+            lonely = None
+        elif (lonely := lonely or now) and now - lonely > WORKERLESS_SECONDS:
+            for future in pending:
+                student = futures[future]
+                results[student] = not_graded(
+                    lesson, student, notes_of[student],
+                    f"no grading worker of this course was left on the cluster for "
+                    f"{WORKERLESS_SECONDS} s")
+            client.cancel(list(pending))
+            break
+    return [results[s] for s in sorted(results)]
 
 
 def _grading_workers_of(client, course: Course) -> bool:

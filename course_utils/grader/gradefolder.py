@@ -201,8 +201,9 @@ def main(argv: list[str] | None = None) -> int:
                         "(nbgrader's submitted/) or FOLDER/STUDENT.ipynb")
     parser.add_argument("--out", default="graded", help="where grades.csv and feedback/ go "
                         "(default: graded); an existing grades.csv of the lesson is merged into")
-    parser.add_argument("--jobs", type=at_least_one, default=2,
-                        help="submissions graded at once (default 2)")
+    parser.add_argument("--jobs", type=at_least_one, default=None,
+                        help="submissions graded at once here (default 2; with --cluster each "
+                             "grading worker's own `grade-worker --jobs` decides)")
     parser.add_argument("--cell-seconds", type=_seconds, default=DEFAULTS.cell_seconds,
                         help="time limit for one cell, in the submission's own time "
                              f"(default {DEFAULTS.cell_seconds:g})")
@@ -219,12 +220,15 @@ def main(argv: list[str] | None = None) -> int:
                         help="the course's folder, where lesson names are looked up (default: the "
                              "current folder; bash course.sh grade passes its own)")
     args = parser.parse_args(argv)
+    if args.cluster and args.jobs is not None:
+        parser.error("--jobs is for grading here: with --cluster, each grading machine's "
+                     "`bash course.sh grade-worker --jobs N` decides how many it grades at once")
     out = Path(args.out)
     try:
         source = lesson_source(args.lesson, Path(args.course))
         # bad input is reported before anything is written; the summary's written answers
         lesson = read_lesson(source)
-        results = grade_folder(source, Path(args.folder), out, args.jobs,
+        results = grade_folder(source, Path(args.folder), out, args.jobs or 2,
                                Limits(cell_seconds=args.cell_seconds,
                                       notebook_seconds=args.notebook_seconds,
                                       sandbox=args.sandbox),
@@ -251,8 +255,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{len(overloaded)} of {len(results)} submissions were not graded "
               + ("(their rows say why" if args.cluster
                  else "because the grading machine was overloaded (")
-              + f": {', '.join(overloaded)}): grade them again, on a quieter machine or with "
-              "fewer --jobs (a run merges into grades.csv)", file=sys.stderr)
+              + f": {', '.join(overloaded)}): grade them again"
+              + (" when the cluster has grading workers of this course" if args.cluster
+                 else ", on a quieter machine or with fewer --jobs")
+              + " (a run merges into grades.csv)", file=sys.stderr)
         return EXIT_OVERLOADED
     return 0
 

@@ -40,8 +40,12 @@ def make_course(where: Path, change: str = "") -> Path:
     return where
 
 
-def env(course: Path) -> dict:
-    return {**os.environ, "PYTHONPATH": str(course), "PYTHONDONTWRITEBYTECODE": "1"}
+def env(course: Path | None) -> dict:
+    """The environment of a process of course's checkout (None: no PYTHONPATH, as a deployment
+    tool starts a `dask worker` in the checkout's folder)."""
+    found = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    return {**found, "PYTHONDONTWRITEBYTECODE": "1"} | (
+        {"PYTHONPATH": str(course)} if course else {})
 
 
 def free_port() -> int:
@@ -65,18 +69,21 @@ class Cluster:
             time.sleep(0.2)
         self.address = json.loads(file.read_text())["address"]
 
-    def start(self, name: str, course: Path, jobs: int = 1, plain: bool = False) -> None:
+    def start(self, name: str, course: Path, jobs: int = 1, plain: bool = False,
+              run_as: tuple = ()) -> None:
         """A grading worker of course, as grade-worker starts it; plain: as a deployment tool
-        (dask-jobqueue, dask-kubernetes) would, a `dask worker` with the course's preload."""
+        (dask-jobqueue, dask-kubernetes) would, a `dask worker` with the course's preload started
+        in the checkout's folder, no PYTHONPATH."""
         self.logs[name] = self.tmp / f"{name}.log"
         command = ([sys.executable, "-m", "distributed.cli.dask_worker", self.address,
                     "--preload", "course_utils.grader.cluster", "--nthreads", str(jobs),
-                    "--name", name, "--no-dashboard"] if plain
+                    "--name", name, "--no-dashboard", "--memory-limit", "0"] if plain
                    else [sys.executable, "-m", "course_utils.grader.cluster", "--scheduler",
                          self.address, "--jobs", str(jobs), "--name", name])
-        self.workers[name] = subprocess.Popen(
-            command, cwd=course, env=env(course), stdout=open(self.logs[name], "w"),
-            stderr=subprocess.STDOUT, start_new_session=True)
+        with open(self.logs[name], "w") as log:
+            self.workers[name] = subprocess.Popen(
+                [*run_as, *command], cwd=course, env=env(None if plain else course),
+                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
     def client(self):
         from distributed import Client
@@ -171,12 +178,8 @@ def test_a_class_graded_on_the_cluster_gets_the_grades_of_a_local_run(setting):
     assert len(refused) == 1, remote.stderr
     assert (f"course_utils {theirs.parts['course_utils']} there, "
             f"{mine.parts['course_utils']} here") in refused[0]
-    with grid.client() as client:
-        names = {a: w["name"] for a, w in client.scheduler_info()["workers"].items()}
-        tasks = client.run(lambda dask_worker: sorted(
-            {str(k) for k, *_ in dask_worker.state.log if str(k).startswith("grade-")}))
-    assert not tasks[next(a for a, n in names.items() if n == "stale")]
-    assert all(tasks[a] for a, n in names.items() if n in ("a", "b")), tasks
+    tasks = graded_by(grid)
+    assert not tasks["stale"] and tasks["a"] and tasks["b"], tasks
 
 
 def test_a_worker_killed_mid_run_leaves_every_submission_graded_once(setting):
@@ -200,6 +203,17 @@ def test_a_worker_killed_mid_run_leaves_every_submission_graded_once(setting):
     rows = (tmp / "sleepy-out" / "grades.csv").read_text().splitlines()[1:]
     assert sorted(row.split(",")[0] for row in rows) == sorted(learners)
     assert all(f"{s}: 5 / 5" in stdout for s in learners), stdout
+    # what the victim held when it died was graded again by a worker left (SLEEPY takes seconds)
+    assert set(map(str, taken)) <= set().union(*graded_by(grid).values()), taken
+
+
+def graded_by(grid: Cluster) -> dict[str, set[str]]:
+    """{worker's name: the grading tasks it ran}, of the workers alive."""
+    with grid.client() as client:
+        names = {a: w["name"] for a, w in client.scheduler_info()["workers"].items()}
+        tasks = client.run(lambda dask_worker: sorted(
+            {str(k) for k, *_ in dask_worker.state.log if str(k).startswith("grade-")}))
+    return {names[a]: set(keys) for a, keys in tasks.items()}
 
 
 def test_the_scheduler_going_away_mid_run_is_one_line_and_writes_nothing(tmp_path):
@@ -223,32 +237,73 @@ def test_the_scheduler_going_away_mid_run_is_one_line_and_writes_nothing(tmp_pat
 
 # no scheduler at the address: test_course_sh_runs_the_worker_and_the_cluster_grading
 @pytest.mark.parametrize("case", ["not an address", "plain tcp to another machine",
-                                  "sandbox optional", "no worker of this course"])
-def test_bad_input_is_one_line_exit_2_and_writes_nothing(setting, case, tmp_path):
+                                  "sandbox optional", "jobs", "no worker of this course"])
+def test_bad_input_is_one_line_exit_2_and_writes_nothing(setting, case, tmp_path, capsys,
+                                                         monkeypatch):
+    import logging
+
+    from course_utils.grader import gradefolder
+    monkeypatch.setattr(cluster, "WORKERLESS_SECONDS", 3)
     tmp, course, grid = setting
     folder = write_class(tmp_path / "class", {"ada": submission()})
     address = {"not an address": "localhost",
                "plain tcp to another machine": "tcp://grader.example.org:8786"}.get(case,
                                                                                  grid.address)
-    command = [sys.executable, "-m", "course_utils.grader.gradefolder", LESSON, str(folder),
-               "--out", str(tmp_path / "out"), "--course", str(course), "--cluster", address]
-    if case == "sandbox optional":
-        command += ["--sandbox", "optional"]
+    argv = [LESSON, str(folder), "--out", str(tmp_path / "out"), "--course", str(course),
+            "--cluster", address]
+    argv += {"sandbox optional": ["--sandbox", "optional"], "jobs": ["--jobs", "4"]}.get(case, [])
     if case == "no worker of this course":   # a third checkout: every worker is refused
         third = make_course(tmp_path / "third", change="\n# a third commit\n")
-        command[command.index("--course") + 1] = str(third)
-    proc = subprocess.run(command, cwd=tmp_path, env=env(course), text=True, capture_output=True,
-                          timeout=120)
-    assert proc.returncode == 2, proc.stderr
-    lines = proc.stderr.splitlines()
-    assert lines and all(line.startswith("error: ") for line in lines), proc.stderr
+        argv[argv.index("--course") + 1] = str(third)
+    levels = {n: logging.getLogger(n).level for n in ("distributed", "distributed.client")}
+    try:
+        code = gradefolder.main(argv)
+    except SystemExit as e:   # argparse's own errors
+        code = e.code
+    stderr = capsys.readouterr().err
+    assert code == 2, stderr
+    lines = stderr.splitlines()
+    assert lines and all(line.startswith("error: ") for line in lines), stderr
     expected = {"not an address": "tls://HOST:PORT",
                 "plain tcp to another machine": "use tls://HOST:PORT with mutual certificates",
                 "sandbox optional": "always grades in the full sandbox",
-                "no worker of this course": "no grading worker of this course"}[case]
-    assert expected in lines[-1], proc.stderr
+                "jobs": "each grading machine's `bash course.sh grade-worker --jobs N` decides",
+                "no worker of this course": "no grading worker of this course at"}[case]
+    assert expected in lines[-1], stderr
     # each worker refused is named (a, b and stale), then the error
-    assert len(lines) == (4 if case == "no worker of this course" else 1), proc.stderr
+    assert len(lines) == (4 if case == "no worker of this course" else 1), stderr
+    assert not (tmp_path / "out").exists()
+    # the client's quiet logging was this run's only
+    assert levels == {n: logging.getLogger(n).level for n in levels}
+
+
+@pytest.mark.parametrize("where", ["fetching a result", "sending a submission"])
+def test_the_scheduler_lost_at_any_call_is_one_line(setting, where, tmp_path, capsys,
+                                                    monkeypatch):
+    """The errors Dask raises when the scheduler's connection drops mid-call (a result cancelled
+    while fetched, a closed client while sending) are the scheduler gone: one line, exit 2,
+    nothing written, no traceback."""
+    import distributed
+    from distributed.client import ClosedClientError, FutureCancelledError
+
+    from course_utils.grader import gradefolder
+    tmp, course, grid = setting
+
+    def fails(future, *args, **kwargs):
+        if where == "fetching a result":
+            raise FutureCancelledError(future.key, "scheduler-connection-lost")
+        raise ClosedClientError()
+    monkeypatch.setattr(distributed.Future if where == "fetching a result" else
+                        distributed.Client, "result" if where == "fetching a result" else
+                        "submit", fails)
+    folder = write_class(tmp_path / "class", {"ada": submission()})
+    code = gradefolder.main([LESSON, str(folder), "--out", str(tmp_path / "out"), "--course",
+                             str(course), "--cluster", grid.address])
+    stderr = capsys.readouterr().err
+    assert code == 2, stderr
+    lines = stderr.splitlines()   # the stale worker refused, then the error
+    assert all(line.startswith("error: ") for line in lines), stderr
+    assert "went away mid-run: nothing written" in lines[-1], stderr
     assert not (tmp_path / "out").exists()
 
 
@@ -308,13 +363,24 @@ def test_a_machine_without_the_full_sandbox_never_joins(setting, tmp_path):
                                            "--scheduler", grid.address, "--name", "weak"],
                               cwd=course, env={**env(course), "HOME": str(where)}, text=True,
                               capture_output=True, timeout=120)
+        # a deployment tool's `dask worker --preload ...` as nobody: Dask logs the preload's error
+        # and lets the worker join, but it offers no resource of the course, so it gets nothing
+        grid.start("weak-plain", course, plain=True, run_as=tuple(as_nobody))
+        joined = grid.wait_for("weak-plain")
+        with grid.client() as client:
+            offered = client.scheduler_info()["workers"][joined["weak-plain"]]["resources"]
+        said = grid.logs["weak-plain"].read_text()
     finally:
+        if "weak-plain" in grid.workers:
+            grid.kill("weak-plain")
         shutil.rmtree(where, ignore_errors=True)
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("error: "), proc.stderr
     assert "as root" in proc.stderr or "cannot grade" in proc.stderr, proc.stderr
     with grid.client() as client:
         assert "weak" not in {w["name"] for w in client.scheduler_info()["workers"].values()}
+    assert not any(r.startswith(cluster.RESOURCE) for r in offered), offered
+    assert "cannot build the full sandbox" in said or "cannot grade" in said, said[-2000:]
 
 
 def test_the_preload_fails_a_worker_without_the_full_sandbox(monkeypatch):
@@ -364,10 +430,11 @@ def test_submissions_left_without_any_grading_worker_are_not_graded_exit_3(tmp_p
     assert sorted(r.split(",")[0] for r in rows.splitlines()[1:]) == ["s0", "s1", "s2"]
 
 
-def test_a_worker_whose_lesson_changed_since_it_started_grades_nothing(tmp_path):
-    """A `git pull` under a running worker: its version is still the caller's, but the lesson it
-    would read is not the one it offered; every submission is `not graded` (exit 3), none graded
-    with the other lesson."""
+def test_a_worker_whose_checkout_changed_leaves_and_its_submission_is_graded_elsewhere(
+        tmp_path):
+    """A `git pull` under a running worker (here its lesson changes): the worker never grades with
+    the changed files; it says why and leaves, and the submission it took waits for, and is graded
+    by, a worker of the caller's course."""
     course, caller = make_course(tmp_path / "course"), make_course(tmp_path / "caller")
     grid = Cluster(tmp_path)
     try:
@@ -378,9 +445,54 @@ def test_a_worker_whose_lesson_changed_since_it_started_grades_nothing(tmp_path)
         nb["cells"].append({"cell_type": "markdown", "metadata": {}, "source": "pulled\n"})
         nb_path.write_text(json.dumps(nb))
         folder = write_class(tmp_path / "class", {"ada": submission()})
-        proc = grade(caller, folder, tmp_path / "out", grid.address)
+        run = grade(caller, folder, tmp_path / "out", grid.address, start_new_session=True)
+        grid.workers["pulled"].wait(timeout=120)
+        said = grid.logs["pulled"].read_text()
+        assert "grading worker pulled leaves the cluster: its checkout changed since it " \
+               f"started (a git pull?): lesson {LESSON} " in said, said
+        grid.start("fresh", caller)
+        stdout, stderr = run.communicate(timeout=300)
+        tasks = graded_by(grid)
     finally:
         grid.close()
-    assert proc.returncode == 3, proc.stderr
-    assert "ada: 0 / 5" in proc.stdout and "[not graded: grade again]" in proc.stdout
-    assert "changed since it started" in (tmp_path / "out" / "grades.csv").read_text()
+    assert run.returncode == 0, stderr
+    assert "ada: 5 / 5" in stdout, stdout
+    assert len(tasks["fresh"]) == 1, tasks
+
+
+def test_a_checkout_changed_is_named_part_by_part(tmp_path):
+    course = make_course(tmp_path / "course")
+    started = cluster.Course.at(course)
+    assert cluster.changed_since(started, course) == ""
+    with open(course / "course_utils" / "__init__.py", "a") as f:
+        f.write("\n# pulled\n")
+    now = cluster.parts(course)["course_utils"]
+    assert cluster.changed_since(started, course) == (
+        f"course_utils {now} now, {started.parts['course_utils']} when it started")
+
+
+def test_sandbox_slots_are_never_shared_on_a_machine(tmp_path, monkeypatch):
+    """Two runs graded at once on one worker, or two workers on one machine: each sandbox holds a
+    slot (its uid) that no other process or thread holds; one freed when its holder ends."""
+    from course_utils.grader.capabilities import SandboxUnavailable
+    monkeypatch.setattr(cluster, "SLOT_LOCKS", tmp_path / "slots")
+    monkeypatch.setattr(cluster, "SLOTS", range(4000, 4003))
+    with cluster.machine_slot() as first:
+        assert first == 4000
+        holder = subprocess.Popen(   # another process on this machine holds the next one
+            [sys.executable, "-c", "import fcntl, os, sys, time\n"
+             f"fd = os.open({str(tmp_path / 'slots' / '4001')!r}, os.O_RDWR | os.O_CREAT)\n"
+             "fcntl.flock(fd, fcntl.LOCK_EX); print('held', flush=True); time.sleep(60)"],
+            stdout=subprocess.PIPE, text=True)
+        try:
+            assert holder.stdout.readline() == "held\n"
+            with cluster.machine_slot() as second:
+                assert second == 4002
+                with pytest.raises(SandboxUnavailable, match="all 3 sandbox slots"):
+                    with cluster.machine_slot():
+                        pass
+        finally:
+            holder.kill()
+            holder.wait()
+        with cluster.machine_slot() as third:
+            assert third == 4001
