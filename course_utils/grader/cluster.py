@@ -505,7 +505,7 @@ def _gather(client, course: Course, lesson: Lesson, submissions: dict[str, Path]
                                resources={RESOURCE + course.version: 1}, pure=False)
         futures[future] = student
     results: dict[str, Result] = {}
-    pending, lonely, lost = set(futures), None, None
+    pending, lonely, unreachable = set(futures), None, None
     while pending:
         try:
             with client.as_current():
@@ -529,11 +529,11 @@ def _gather(client, course: Course, lesson: Lesson, submissions: dict[str, Path]
             break
         now = time.monotonic()
         if client.status != "running":
-            lost = lost or now
-            if now - lost > GONE_SECONDS:
+            unreachable = unreachable or now
+            if now - unreachable > GONE_SECONDS:
                 raise CancelledError()
             continue
-        lost = None
+        unreachable = None
         if _grading_workers_of(client, course):
             lonely = None
         elif (lonely := lonely or now) and now - lonely > WORKERLESS_SECONDS:

@@ -207,6 +207,35 @@ def test_a_worker_killed_mid_run_leaves_every_submission_graded_once(setting):
     assert set(map(str, taken)) <= set().union(*graded_by(grid).values()), taken
 
 
+def test_a_result_lost_with_its_worker_before_it_was_collected_is_graded_again(setting):
+    """A worker dies holding a grade it finished that the caller has not collected yet (here the
+    caller is stopped meanwhile): Dask says the result is lost and computes it again; the caller
+    waits for it, never writing `not graded` for it."""
+    tmp, course, grid = setting
+    grid.start("holder", course)
+    holder = grid.wait_for("holder")["holder"]
+    learners = {f"s{i}": submission(fx_scale=SLEEPY) for i in range(3)}
+    folder = write_class(tmp / "held", learners)
+    run = grade(course, folder, tmp / "held-out", grid.address, start_new_session=True)
+    grid.wait_busy()
+    os.kill(run.pid, signal.SIGSTOP)   # the caller collects nothing until SIGCONT
+    try:
+        with grid.client() as client:
+            deadline = time.monotonic() + 120
+            while not client.has_what().get(holder) and time.monotonic() < deadline:
+                time.sleep(0.2)
+            held = list(client.has_what().get(holder, ()))
+            assert held, "the holder finished no submission"
+            grid.kill("holder")
+            while holder in client.scheduler_info()["workers"] and time.monotonic() < deadline:
+                time.sleep(0.2)
+    finally:
+        os.kill(run.pid, signal.SIGCONT)
+    stdout, stderr = run.communicate(timeout=600)
+    assert run.returncode == 0, stderr
+    assert all(f"{s}: 5 / 5" in stdout for s in learners), stdout
+
+
 def graded_by(grid: Cluster) -> dict[str, set[str]]:
     """{worker's name: the grading tasks it ran}, of the workers alive."""
     with grid.client() as client:
