@@ -276,15 +276,27 @@ def dask_setup(worker) -> None:
 async def _reach(scheduler: str) -> str | None:
     """Why the scheduler cannot be reached (one line), None where it can."""
     from distributed.comm import connect
-    from distributed.security import Security
     try:
-        comm = await connect(scheduler, timeout=CONNECT_SECONDS,
-                             **Security().get_connection_args("worker"))
+        arguments = check_tls(scheduler, "worker")
+    except BadInput as e:
+        return str(e)
+    try:
+        comm = await connect(scheduler, timeout=CONNECT_SECONDS, **arguments)
     except (OSError, asyncio.TimeoutError, TimeoutError, ValueError, TypeError) as e:
-        return (f"no Dask scheduler at {clean(scheduler)} ({type(e).__name__}): start one there "
-                "(dask scheduler) or check the address")
+        return unreachable(scheduler, e)
     await comm.close()
     return None
+
+
+def unreachable(address: str, error: BaseException) -> str:
+    """Why the scheduler at address could not be reached, and what to do, in a line."""
+    from distributed.comm.core import FatalCommClosedError
+    why = f"{type(error).__name__}: {' '.join(clean(error).split())[:200]}"
+    if address.startswith("tls://") and isinstance(error, FatalCommClosedError):
+        return (f"no TLS connection to the Dask scheduler at {clean(address)} ({why}): this "
+                "machine's certificate must be signed by the CA the cluster's certificates are")
+    return (f"no Dask scheduler at {clean(address)} ({why}): start one there (dask scheduler) or "
+            "check the address")
 
 
 async def _serve(scheduler: str, jobs: int, name: str) -> int:
@@ -353,6 +365,19 @@ def serve(argv: list[str] | None = None) -> int:
 LOOPBACK = ("127.0.0.1", "localhost", "[::1]")
 
 
+def check_tls(address: str, role: str) -> dict:
+    """Dask's connection arguments for role ("client" or "worker") here; BadInput where address
+    is tls:// and this machine has no TLS settings for that role."""
+    from distributed.security import Security
+    arguments = Security().get_connection_args(role)
+    if address.startswith("tls://") and arguments.get("ssl_context") is None:
+        raise BadInput(f"{clean(address)} is tls:// but this machine has no Dask TLS settings for "
+                       f"a {role}: set distributed.comm.tls.ca-file, .{role}.cert and .{role}.key "
+                       "(~/.config/dask/distributed.yaml or DASK_DISTRIBUTED__COMM__TLS__... "
+                       "variables; docs/instructors.md)")
+    return arguments
+
+
 def check_address(address: str) -> str:
     """address, or BadInput where it is not a scheduler's address, or is plain tcp:// to another
     machine: Dask's tcp:// has no login, and whoever reaches a scheduler or a worker can run code
@@ -392,12 +417,11 @@ def _quiet():
 
 def _connect(address: str):
     from distributed import Client
+    check_tls(address, "client")   # else Dask's Client fails, and its __del__ prints a traceback
     try:
         return Client(address, timeout=CONNECT_SECONDS, set_as_default=False)
-    except (OSError, TimeoutError, ValueError, TypeError) as e:   # TypeError: tls:// unset
-        raise BadInput(f"no Dask scheduler at {clean(address)} ({type(e).__name__}: "
-                       f"{' '.join(clean(e).split())[:200]}): start one there (dask scheduler) "
-                       "or check the address; nothing graded") from None
+    except (OSError, TimeoutError, ValueError, TypeError) as e:
+        raise BadInput(f"{unreachable(address, e)}; nothing graded") from None
 
 
 def _grading_workers(client) -> dict[str, dict]:

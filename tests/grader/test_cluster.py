@@ -26,6 +26,21 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
 LESSON = "99-fixture"
 SLEEPY = "import time\ndef scale(x, k):\n    time.sleep(0.3)\n    return x * k\n"
+TLS = "DASK_DISTRIBUTED__COMM__TLS__"
+CA, CERT, KEY = TLS + "CA_FILE", TLS + "CLIENT__CERT", TLS + "CLIENT__KEY"
+
+
+def tls_settings(where: Path, ca: str = "ca") -> dict:
+    """Dask's TLS settings, as docs/instructors.md gives them: one certificate of the CA ca for
+    every role (made with certipy, JupyterHub's own tool for its internal TLS)."""
+    from certipy import Certipy
+    store = Certipy(store_dir=str(where))
+    store.create_ca(ca)
+    files = store.create_signed_pair(f"{ca}-node", ca,
+                                     alt_names=["IP:127.0.0.1", "DNS:localhost"])["files"]
+    roles = {f"{TLS}{role}__{part.upper()}": files[part]
+             for role in ("SCHEDULER", "WORKER", "CLIENT") for part in ("cert", "key")}
+    return {CA: files["ca"], **roles, "DASK_DISTRIBUTED__COMM__REQUIRE_ENCRYPTION": "True"}
 
 
 def make_course(where: Path, change: str = "") -> Path:
@@ -57,12 +72,14 @@ def free_port() -> int:
 class Cluster:
     """A scheduler, and grading workers started (and killed) by name."""
 
-    def __init__(self, tmp: Path):
-        self.tmp, self.workers, self.logs = tmp, {}, {}
+    def __init__(self, tmp: Path, protocol: str = "tcp", settings: dict | None = None):
+        """settings: Dask's (DASK_... variables) for the scheduler and every worker."""
+        self.tmp, self.workers, self.logs, self.settings = tmp, {}, {}, settings or {}
         file = tmp / "scheduler.json"
         self.scheduler = subprocess.Popen(
             [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
-             "--port", "0", "--no-dashboard", "--scheduler-file", str(file)],
+             "--port", "0", "--no-dashboard", "--scheduler-file", str(file), "--protocol",
+             protocol], env={**os.environ, **self.settings},
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
         deadline = time.monotonic() + 60
         while not file.exists() and time.monotonic() < deadline:
@@ -82,12 +99,17 @@ class Cluster:
                          self.address, "--jobs", str(jobs), "--name", name])
         with open(self.logs[name], "w") as log:
             self.workers[name] = subprocess.Popen(
-                [*run_as, *command], cwd=course, env=env(None if plain else course),
+                [*run_as, *command], cwd=course,
+                env=env(None if plain else course) | self.settings,
                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
     def client(self):
         from distributed import Client
-        return Client(self.address, timeout=30, set_as_default=False)
+        from distributed.security import Security
+        security = Security(tls_ca_file=self.settings[CA], tls_client_cert=self.settings[CERT],
+                            tls_client_key=self.settings[KEY], require_encryption=True
+                            ) if self.settings else None
+        return Client(self.address, timeout=30, set_as_default=False, security=security)
 
     def wait_for(self, *names: str) -> dict[str, str]:
         """{name: address} once every named worker has joined."""
@@ -120,15 +142,18 @@ class Cluster:
                 proc.wait()
 
 
-def grade(course: Path, folder: Path, out: Path, address: str | None = None, **popen):
-    """`bash course.sh grade` as the course's checkout runs it (its own course_utils)."""
+def grade(course: Path, folder: Path, out: Path, address: str | None = None,
+          settings: dict | None = None, **popen):
+    """`bash course.sh grade` as the course's checkout runs it (its own course_utils), with
+    Dask's settings (DASK_... variables)."""
     command = [sys.executable, "-m", "course_utils.grader.gradefolder", LESSON, str(folder),
                "--out", str(out), "--course", str(course)]
     command += ["--cluster", address] if address else []
+    environment = env(course) | (settings or {})
     if popen:
-        return subprocess.Popen(command, cwd=folder.parent, env=env(course), text=True,
+        return subprocess.Popen(command, cwd=folder.parent, env=environment, text=True,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, **popen)
-    return subprocess.run(command, cwd=folder.parent, env=env(course), text=True,
+    return subprocess.run(command, cwd=folder.parent, env=environment, text=True,
                           capture_output=True, timeout=600)
 
 
@@ -354,6 +379,34 @@ def test_course_sh_runs_the_worker_and_the_cluster_grading(tmp_path):
     assert run.returncode == 2, run.stderr
     assert run.stderr.splitlines()[-1].startswith("error: no Dask scheduler at"), run.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_between_machines_tls_with_the_courses_certificates(tmp_path):
+    """The route docs/instructors.md gives between machines: a scheduler, a grading worker and
+    the grading run over tls:// with mutual certificates of one CA grade the class; a caller
+    without TLS settings, or with a certificate of another CA, is one line, exit 2, nothing
+    written."""
+    course = make_course(tmp_path / "course")
+    settings = tls_settings(tmp_path / "certs")
+    grid = Cluster(tmp_path, protocol="tls", settings=settings)
+    try:
+        assert grid.address.startswith("tls://127.0.0.1:")
+        grid.start("w", course)
+        grid.wait_for("w")
+        folder = write_class(tmp_path / "class", {"ada": submission()})
+        graded = grade(course, folder, tmp_path / "out", grid.address, settings=settings)
+        unset = grade(course, folder, tmp_path / "unset", grid.address)
+        stranger = grade(course, folder, tmp_path / "stranger", grid.address,
+                         settings=tls_settings(tmp_path / "other-certs", ca="other"))
+    finally:
+        grid.close()
+    assert graded.returncode == 0, graded.stderr
+    assert "ada: 5 / 5" in graded.stdout, graded.stdout
+    for refused, said in [(unset, "has no Dask TLS settings for a client"),
+                          (stranger, "this machine's certificate must be signed by the CA")]:
+        assert refused.returncode == 2, refused.stderr
+        assert refused.stderr.count("\n") == 1 and said in refused.stderr, refused.stderr
+    assert not (tmp_path / "unset").exists() and not (tmp_path / "stranger").exists()
 
 
 def test_a_lessons_version_is_its_cells_not_their_outputs(tmp_path):
