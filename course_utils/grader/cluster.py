@@ -32,8 +32,10 @@ import os
 import platform
 import re
 import socket
+import stat
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from concurrent.futures import CancelledError
@@ -61,6 +63,7 @@ GONE_SECONDS = 20             # the scheduler's connection lost this long: the r
 # A local run's slots are below 4000 (gradefolder, nbgrader's autograde).
 SLOTS = range(4000, 5000)
 SLOT_LOCKS = Path("/run/course-grader-slots")
+LEFT = "COURSE_GRADER_LEFT"   # where a grading worker that left says why (grade-worker's exit 3)
 
 
 ADDRESS = re.compile(r"(tcp|tls)://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):([0-9]{1,5})")
@@ -177,37 +180,61 @@ def changed_since(course: Course, root: Path = ROOT) -> str:
 
 @contextlib.contextmanager
 def machine_slot():
-    """A sandbox slot (SLOTS) that no other grading on this machine holds until the block ends."""
+    """A sandbox slot (SLOTS) that no other grading on this machine holds until the block ends:
+    one flock'd file per slot in SLOT_LOCKS, root's own folder (checked once opened, and the files
+    opened in it without following links); a slot whose uid is an account here is skipped.
+    SandboxUnavailable where none can be taken."""
     from course_utils.grader.capabilities import SandboxUnavailable
+    from course_utils.grader.rootworker import _account
+    from course_utils.grader.sandbox import FIRST_UID
     SLOT_LOCKS.mkdir(mode=0o700, exist_ok=True)
-    held = SLOT_LOCKS.lstat()
-    if not SLOT_LOCKS.is_dir() or SLOT_LOCKS.is_symlink() or held.st_uid != os.geteuid():
-        raise SandboxUnavailable(f"{SLOT_LOCKS} is not this user's own folder")
-    for slot in SLOTS:
-        fd = os.open(SLOT_LOCKS / str(slot), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            continue
-        try:
-            yield slot
-        finally:
-            os.close(fd)   # the lock goes with it (and with the process, however it ends)
-        return
-    raise SandboxUnavailable(f"all {len(SLOTS)} sandbox slots of this machine are taken")
+    folder = os.open(SLOT_LOCKS, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        held = os.fstat(folder)
+        if held.st_uid != os.geteuid() or held.st_mode & 0o022 or not stat.S_ISDIR(held.st_mode):
+            raise SandboxUnavailable(f"{SLOT_LOCKS} is not this user's own folder (owner uid "
+                                     f"{held.st_uid}, mode {stat.filemode(held.st_mode)}): "
+                                     "remove it")
+        for slot in SLOTS:
+            if _account(FIRST_UID + slot):
+                continue
+            try:
+                fd = os.open(str(slot), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600,
+                             dir_fd=folder)
+            except OSError:   # not a file of ours (a link, a folder): not a slot to take
+                continue
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:   # held by another grading (or no locks here)
+                os.close(fd)
+                continue
+            try:
+                yield slot
+            finally:
+                os.close(fd)   # the lock goes with it (and with the process, however it ends)
+            return
+    finally:
+        os.close(folder)
+    raise SandboxUnavailable(f"none of the {len(SLOTS)} sandbox slots of this machine is free")
 
 
 def _leave(why: str):
-    """This worker closes (with its nanny: grade-worker stops), after saying why; the submission
-    it holds goes back to the scheduler (distributed.Reschedule) for another worker."""
+    """This worker closes (with its nanny: grade-worker stops, exit status 3), after saying why;
+    the submission it holds goes back to the scheduler (distributed.Reschedule) for another
+    worker."""
     from distributed import Reschedule, get_worker
     worker = get_worker()
     print(f"error: grading worker {worker.name} leaves the cluster: {why}", file=sys.stderr,
           flush=True)
+    if marker := os.environ.get(LEFT):   # for grade-worker's exit status
+        Path(marker).write_text(why)
     # closing first: the scheduler stops giving it submissions before this one comes back
     worker.loop.add_callback(worker.close, nanny=True, reason=f"course-grader: {why}"[:200])
     raise Reschedule()
+
+
+def _brief(error: BaseException) -> str:
+    return f"{type(error).__name__}: {' '.join(clean(error).split())[:300]}"
 
 
 def grade_remote(expected: str, lesson_name: str, student: str, data: bytes, notes: list[str],
@@ -236,7 +263,12 @@ def grade_remote(expected: str, lesson_name: str, student: str, data: bytes, not
         _leave(f"its checkout changed since it started (a git pull?): {changed}; start its "
                "`bash course.sh grade-worker` again")
     source = ROOT / "solutions" / lesson_name / f"{lesson_name}.ipynb"
-    with reference_for(source, limits) as reference, machine_slot() as slot:
+    with contextlib.ExitStack() as stack:
+        try:   # a machine that cannot run the reference, or take a slot, grades nothing
+            reference = stack.enter_context(reference_for(source, limits))
+            slot = stack.enter_context(machine_slot())
+        except Exception as e:
+            _leave(f"it cannot grade {lesson_name} here ({_brief(e)})")
         result = grade_one(reference.lesson, reference, student, data, notes, limits, slot)
     if changed := changed_since(mine):   # while it graded: that grade may mix two checkouts
         _leave(f"its checkout changed while it graded (a git pull?): {changed}; start its "
@@ -258,6 +290,13 @@ def sandbox_problem() -> str | None:
         return ("this machine cannot build the full sandbox (own uid, memory and CPU cgroups), "
                 f"so it does not join the cluster: {warning}. Start the worker as root (sudo bash "
                 "course.sh grade-worker ...); a grading worker never grades with less protection")
+    try:
+        with machine_slot():
+            pass
+    except (OSError, SandboxUnavailable) as e:
+        return (f"this machine cannot take sandbox slots in {SLOT_LOCKS} ({_brief(e)}), so it does "
+                "not join the cluster: start the worker as root (sudo bash course.sh "
+                "grade-worker ...)")
     return None
 
 
@@ -299,7 +338,7 @@ def unreachable(address: str, error: BaseException) -> str:
             "check the address")
 
 
-async def _serve(scheduler: str, jobs: int, name: str) -> int:
+async def _serve(scheduler: str, jobs: int, name: str, left: Path) -> int:
     from distributed import Nanny
     course = this_course()
     if problem := await _reach(scheduler):
@@ -310,26 +349,27 @@ async def _serve(scheduler: str, jobs: int, name: str) -> int:
         # memory (memory_limit=0: no Dask memory limit, which would count the learners' processes)
         nanny = Nanny(scheduler, nthreads=jobs, preload=["course_utils.grader.cluster"],
                       name=name, memory_limit=0, death_timeout=START_SECONDS,
-                      env={"PYTHONPATH": str(ROOT)}, dashboard=False)
+                      env={"PYTHONPATH": str(ROOT), LEFT: str(left)}, dashboard=False)
         await asyncio.wait_for(nanny.start(), START_SECONDS)
     except (asyncio.TimeoutError, TimeoutError):
         print(f"error: the grading worker did not start within {START_SECONDS} s (its sandbox "
               f"check, or reaching the scheduler at {clean(scheduler)}): is this machine "
               "overloaded? Start it again", file=sys.stderr)
         return 2
-    except OSError as e:
-        print(f"error: the scheduler at {clean(scheduler)} could not be reached while the worker "
-              f"started ({type(e).__name__}): start it again", file=sys.stderr)
-        return 2
-    except Exception as e:   # the worker's own start failed (its preload: the sandbox, rechecked)
-        print(f"error: the grading worker did not start ({type(e).__name__}: "
-              f"{' '.join(clean(e).split())[:400]})", file=sys.stderr)
+    except Exception as e:   # Dask's "failed to start", from the cause: its preload (the sandbox,
+        # rechecked), the scheduler gone meanwhile, the worker's process
+        print(f"error: the grading worker did not start ({_brief(e.__cause__ or e)})",
+              file=sys.stderr)
         return 2
     print(f"grading worker {name} joined {clean(scheduler)}, {jobs} at a time: course "
           f"{course.version} (commit {course.commit or 'unknown'})", flush=True)
     await nanny.finished()
-    print(f"grading worker {name} stopped: it left (the reason is above), the scheduler at "
-          f"{clean(scheduler)} went away, or it was told to stop", flush=True)
+    if left.exists():
+        print(f"grading worker {name} stopped: it left the cluster ({left.read_text()})",
+              file=sys.stderr, flush=True)
+        return 3
+    print(f"grading worker {name} stopped: the scheduler at {clean(scheduler)} went away, or it "
+          "was told to stop", flush=True)
     return 0
 
 
@@ -353,8 +393,8 @@ def serve(argv: list[str] | None = None) -> int:
         parser.exit(2, f"error: {problem}\n")
     name = args.name or f"{socket.gethostname()}-{os.getpid()}"
     try:
-        with _quiet():
-            return asyncio.run(_serve(args.scheduler, args.jobs, name))
+        with _quiet(), tempfile.TemporaryDirectory(prefix="course-grade-worker-") as tmp:
+            return asyncio.run(_serve(args.scheduler, args.jobs, name, Path(tmp) / "left"))
     except KeyboardInterrupt:
         return 0
 
@@ -435,6 +475,8 @@ def check_workers(client, course: Course, address: str) -> list[str]:
     BadInput where none came."""
     deadline, named, waiting = time.monotonic() + WORKERLESS_SECONDS, set(), False
     while True:
+        if client.status != "running":   # else scheduler_info answers from its cache
+            raise SchedulerGone(address)
         workers = _grading_workers(client)
         ours = [a for a, w in workers.items() if RESOURCE + course.version in w["resources"]]
         if others := [a for a in workers if a not in ours and a not in named]:
@@ -472,9 +514,10 @@ def not_graded(lesson: Lesson, student: str, notes: list[str], why: str) -> Resu
 
 
 def _why(error: BaseException) -> str:
+    from distributed import KilledWorker
     name = type(error).__name__
-    if name == "KilledWorker":
-        return "every worker that took it died"
+    if isinstance(error, KilledWorker):   # Dask's allowed-failures: a worker leaving counts too
+        return "the grading workers that took it died or left too often (Dask's allowed-failures)"
     return f"the worker failed ({name}: {' '.join(clean(error).split())[:300]})"
 
 
@@ -506,7 +549,7 @@ def grade_on_cluster(address: str, lesson: Lesson, source: Path, course_root: Pa
             if client.status == "running" and not isinstance(
                     e, (OSError, CancelledError, ClosedClientError)):
                 raise
-            raise SchedulerGone(address) from None
+            raise SchedulerGone(address, f" ({_brief(e)[:200]})") from None
         finally:
             try:
                 client.close(timeout=CONNECT_SECONDS)
@@ -540,13 +583,17 @@ def _gather(client, course: Course, lesson: Lesson, submissions: dict[str, Path]
             student = futures[future]
             if future.status == "lost":   # its worker died holding it: Dask computes it again
                 continue
-            if future.status == "finished":
-                results[student] = future.result()
-            elif future.status == "cancelled":   # the client lost the scheduler
+            if future.status == "cancelled":   # the client lost the scheduler
                 raise CancelledError()
-            else:
-                results[student] = not_graded(lesson, student, notes_of[student],
-                                              _why(future.exception()))
+            try:   # bounded: a result lost while fetched waits in `pending` again, not here
+                value = future.result(timeout=GONE_SECONDS)
+            except TimeoutError:
+                continue
+            except Exception as e:   # its task's own error (KilledWorker), else the connection's
+                if future.status != "error":
+                    raise
+                value = not_graded(lesson, student, notes_of[student], _why(e))
+            results[student] = value
             future.release()   # collected: the worker need not keep it
             pending.discard(future)
         if not pending:

@@ -285,7 +285,8 @@ def test_the_scheduler_going_away_mid_run_is_one_line_and_writes_nothing(tmp_pat
     finally:
         grid.close()
     assert run.returncode == 2, stderr
-    assert stderr.count("\n") == 1 and "went away mid-run: nothing written" in stderr, stderr
+    assert stderr.count("\n") == 1, stderr
+    assert "went away mid-run" in stderr and "nothing written" in stderr, stderr
     assert not (tmp_path / "out").exists()
 
 
@@ -357,7 +358,7 @@ def test_the_scheduler_lost_at_any_call_is_one_line(setting, where, tmp_path, ca
     assert code == 2, stderr
     lines = stderr.splitlines()   # the stale worker refused, then the error
     assert all(line.startswith("error: ") for line in lines), stderr
-    assert "went away mid-run: nothing written" in lines[-1], stderr
+    assert "went away mid-run" in lines[-1] and "nothing written" in lines[-1], stderr
     assert not (tmp_path / "out").exists()
 
 
@@ -391,10 +392,13 @@ def test_between_machines_tls_with_the_courses_certificates(tmp_path):
     grid = Cluster(tmp_path, protocol="tls", settings=settings)
     try:
         assert grid.address.startswith("tls://127.0.0.1:")
+        folder = write_class(tmp_path / "class", {"ada": submission()})
+        run = grade(course, folder, tmp_path / "out", grid.address, settings=settings,
+                    start_new_session=True)   # before any worker: it waits for the first
         grid.start("w", course)
         grid.wait_for("w")
-        folder = write_class(tmp_path / "class", {"ada": submission()})
-        graded = grade(course, folder, tmp_path / "out", grid.address, settings=settings)
+        graded = subprocess.CompletedProcess(run.args, 0, *run.communicate(timeout=300))
+        graded.returncode = run.returncode
         unset = grade(course, folder, tmp_path / "unset", grid.address)
         stranger = grade(course, folder, tmp_path / "stranger", grid.address,
                          settings=tls_settings(tmp_path / "other-certs", ca="other"))
@@ -402,6 +406,7 @@ def test_between_machines_tls_with_the_courses_certificates(tmp_path):
         grid.close()
     assert graded.returncode == 0, graded.stderr
     assert "ada: 5 / 5" in graded.stdout, graded.stdout
+    assert "waiting up to 120 s for a grading worker of this course" in graded.stdout
     for refused, said in [(unset, "has no Dask TLS settings for a client"),
                           (stranger, "this machine's certificate must be signed by the CA")]:
         assert refused.returncode == 2, refused.stderr
@@ -514,24 +519,30 @@ def test_submissions_left_without_any_grading_worker_are_not_graded_exit_3(tmp_p
 
 def test_a_worker_whose_checkout_changed_leaves_and_its_submission_is_graded_elsewhere(
         tmp_path):
-    """A `git pull` under a running worker (here its lesson changes): the worker never grades with
-    the changed files; it says why and leaves, and the submission it took waits for, and is graded
-    by, a worker of the caller's course."""
+    """A `git pull` under a running worker, here into its course_utils while it grades: the grade
+    it made is never returned; it says why, leaves (grade-worker's exit status 3), and the
+    submission waits for, and is graded by, a worker of the caller's course."""
     course, caller = make_course(tmp_path / "course"), make_course(tmp_path / "caller")
     grid = Cluster(tmp_path)
     try:
         grid.start("pulled", course)
-        grid.wait_for("pulled")
-        nb_path = course / "solutions" / LESSON / f"{LESSON}.ipynb"
-        nb = json.loads(nb_path.read_text())
-        nb["cells"].append({"cell_type": "markdown", "metadata": {}, "source": "pulled\n"})
-        nb_path.write_text(json.dumps(nb))
-        folder = write_class(tmp_path / "class", {"ada": submission()})
+        pulled = grid.wait_for("pulled")["pulled"]
+        folder = write_class(tmp_path / "class", {"ada": submission(fx_scale=SLEEPY)})
         run = grade(caller, folder, tmp_path / "out", grid.address, start_new_session=True)
-        grid.workers["pulled"].wait(timeout=120)
+        with grid.client() as client:   # until it grades (past the checks before grading)
+            deadline = time.monotonic() + 120
+            while not client.run(lambda dask_worker: len(dask_worker.state.executing),
+                                 workers=[pulled])[pulled] and time.monotonic() < deadline:
+                time.sleep(0.1)
+        time.sleep(0.5)
+        started = cluster.parts(course)["course_utils"]
+        with open(course / "course_utils" / "__init__.py", "a") as f:
+            f.write("\n# pulled\n")
+        assert grid.workers["pulled"].wait(timeout=120) == 3
         said = grid.logs["pulled"].read_text()
-        assert "grading worker pulled leaves the cluster: its checkout changed since it " \
-               f"started (a git pull?): lesson {LESSON} " in said, said
+        assert ("grading worker pulled leaves the cluster: its checkout changed while it graded "
+                f"(a git pull?): course_utils {cluster.parts(course)['course_utils']} now, "
+                f"{started} when it started") in said, said
         grid.start("fresh", caller)
         stdout, stderr = run.communicate(timeout=300)
         tasks = graded_by(grid)
@@ -555,26 +566,36 @@ def test_a_checkout_changed_is_named_part_by_part(tmp_path):
 
 def test_sandbox_slots_are_never_shared_on_a_machine(tmp_path, monkeypatch):
     """Two runs graded at once on one worker, or two workers on one machine: each sandbox holds a
-    slot (its uid) that no other process or thread holds; one freed when its holder ends."""
+    slot (its uid) that no other process or thread holds; one freed when its holder ends; what is
+    not a lock file of ours is skipped; a folder others may write to is refused, and a machine that
+    cannot take slots does not join."""
     from course_utils.grader.capabilities import SandboxUnavailable
     monkeypatch.setattr(cluster, "SLOT_LOCKS", tmp_path / "slots")
-    monkeypatch.setattr(cluster, "SLOTS", range(4000, 4003))
+    monkeypatch.setattr(cluster, "SLOTS", range(4000, 4004))
+    (tmp_path / "slots").mkdir(mode=0o700)
+    (tmp_path / "slots" / "4000").mkdir()   # not a lock file: skipped
     with cluster.machine_slot() as first:
-        assert first == 4000
+        assert first == 4001
         holder = subprocess.Popen(   # another process on this machine holds the next one
             [sys.executable, "-c", "import fcntl, os, sys, time\n"
-             f"fd = os.open({str(tmp_path / 'slots' / '4001')!r}, os.O_RDWR | os.O_CREAT)\n"
+             f"fd = os.open({str(tmp_path / 'slots' / '4002')!r}, os.O_RDWR | os.O_CREAT)\n"
              "fcntl.flock(fd, fcntl.LOCK_EX); print('held', flush=True); time.sleep(60)"],
             stdout=subprocess.PIPE, text=True)
         try:
             assert holder.stdout.readline() == "held\n"
             with cluster.machine_slot() as second:
-                assert second == 4002
-                with pytest.raises(SandboxUnavailable, match="all 3 sandbox slots"):
+                assert second == 4003
+                with pytest.raises(SandboxUnavailable, match="none of the 4 sandbox slots"):
                     with cluster.machine_slot():
                         pass
         finally:
             holder.kill()
             holder.wait()
         with cluster.machine_slot() as third:
-            assert third == 4001
+            assert third == 4002
+    (tmp_path / "slots").chmod(0o777)
+    with pytest.raises(SandboxUnavailable, match="is not this user's own folder"):
+        with cluster.machine_slot():
+            pass
+    if os.geteuid() == 0:   # the rest of sandbox_problem holds as root only
+        assert "cannot take sandbox slots" in cluster.sandbox_problem()
