@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import fcntl
 import functools
 import hashlib
@@ -42,7 +43,7 @@ from concurrent.futures import CancelledError
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 from course_utils.grader.reports import BadInput, OneLineParser, at_least_one, clean
 from course_utils.grader.submission import grade_one, read_submission
@@ -59,7 +60,7 @@ START_SECONDS = 300           # for a grading worker's own start (its sandbox ch
 WORKERLESS_SECONDS = 120      # submissions wait this long for a grading worker, then are not graded
 GONE_SECONDS = 20             # the scheduler's connection lost this long: the run stops
 # A grading worker's sandboxes take their slots (uid FIRST_UID + slot) here, one lock file each,
-# held while grading: two runs on one cluster, or two workers on one machine, never share a uid.
+# held while grading: two runs on one cluster, or two workers sharing /run, never share a uid.
 # A local run's slots are below 4000 (gradefolder, nbgrader's autograde).
 SLOTS = range(4000, 5000)
 SLOT_LOCKS = Path("/run/course-grader-slots")
@@ -196,57 +197,72 @@ def machine_slot():
                                      f"{held.st_uid}, mode {stat.filemode(held.st_mode)}): "
                                      "remove it")
         for slot in SLOTS:
-            if _account(FIRST_UID + slot):
-                continue
             try:
                 fd = os.open(str(slot), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600,
                              dir_fd=folder)
-            except OSError:   # not a file of ours (a link, a folder): not a slot to take
-                continue
+            except OSError as e:   # not a file of ours (a link, a folder): not a slot to take
+                if e.errno in (errno.ELOOP, errno.EISDIR, errno.ENOTDIR, errno.ENXIO):
+                    continue
+                raise
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:   # held by another grading (or no locks here)
+            except BlockingIOError:   # held by another grading
                 os.close(fd)
                 continue
+            except BaseException:
+                os.close(fd)
+                raise
             try:
-                yield slot
+                if not _account(FIRST_UID + slot):
+                    yield slot
+                    return
             finally:
                 os.close(fd)   # the lock goes with it (and with the process, however it ends)
-            return
     finally:
         os.close(folder)
     raise SandboxUnavailable(f"none of the {len(SLOTS)} sandbox slots of this machine is free")
 
 
-def _leave(why: str):
-    """This worker closes (with its nanny: grade-worker stops, exit status 3), after saying why;
-    the submission it holds goes back to the scheduler (distributed.Reschedule) for another
-    worker."""
+def _leave(why: str) -> NoReturn:
+    """This worker closes (with its nanny: grade-worker stops, exit status 3), saying why; the
+    submission it holds goes back to the scheduler (distributed.Reschedule) for another worker."""
     from distributed import Reschedule, get_worker
     worker = get_worker()
-    print(f"error: grading worker {worker.name} leaves the cluster: {why}", file=sys.stderr,
-          flush=True)
-    if marker := os.environ.get(LEFT):   # for grade-worker's exit status
-        Path(marker).write_text(why)
-    # closing first: the scheduler stops giving it submissions before this one comes back
+    # closing first (its status is `closing` before this task comes back, so the scheduler gives
+    # it nothing more); what follows may fail without keeping it from leaving
     worker.loop.add_callback(worker.close, nanny=True, reason=f"course-grader: {why}"[:200])
+    try:
+        print(f"error: grading worker {worker.name} leaves the cluster: {why}", file=sys.stderr,
+              flush=True)
+        if marker := os.environ.get(LEFT):   # for grade-worker's exit status
+            Path(marker).write_text(why)
+    except OSError:
+        pass
     raise Reschedule()
 
 
 def _brief(error: BaseException) -> str:
-    return f"{type(error).__name__}: {' '.join(clean(error).split())[:300]}"
+    said = ' '.join(clean(error).split())[:300]
+    return f"{type(error).__name__}: {said}" if said else type(error).__name__
+
+
+class ReferenceFailed(RuntimeError):
+    """The lesson's reference run failed on a worker (as it would on every one): the caller
+    stops, nothing graded, as a local run does."""
 
 
 def grade_remote(expected: str, lesson_name: str, student: str, data: bytes, notes: list[str],
                  limits: Limits) -> Result:
     """One submission, graded on this worker with the full sandbox and its own reference run of
     the lesson (shared by this worker's jobs, closed when idle: grade.reference_for). A worker
-    whose checkout changed since it started, or that lost the full sandbox, never grades: it
-    leaves, and the submission goes to another worker."""
+    whose checkout changed since it started, that lost the full sandbox or cannot take a sandbox
+    slot never grades: it leaves, and the submission goes to another worker. A reference run that
+    fails is ReferenceFailed (the caller stops); one the machine held up, ReferenceOverloaded
+    (the caller's row: not graded, grade again)."""
     from distributed import get_worker
 
     from course_utils.grader.capabilities import SandboxUnavailable
-    from course_utils.grader.grade import reference_for
+    from course_utils.grader.grade import ReferenceOverloaded, reference_for
     from course_utils.grader.rootworker import check_sandbox
 
     mine = this_course()
@@ -264,11 +280,17 @@ def grade_remote(expected: str, lesson_name: str, student: str, data: bytes, not
                "`bash course.sh grade-worker` again")
     source = ROOT / "solutions" / lesson_name / f"{lesson_name}.ipynb"
     with contextlib.ExitStack() as stack:
-        try:   # a machine that cannot run the reference, or take a slot, grades nothing
+        try:
             reference = stack.enter_context(reference_for(source, limits))
+        except ReferenceOverloaded:   # this machine's doing: the caller's row says grade again
+            raise
+        except RuntimeError as e:   # the lesson's (every worker's): the caller stops, as locally
+            raise ReferenceFailed(f"the reference run of {lesson_name} failed, nothing graded: "
+                                  f"{' '.join(clean(e).split())[:600]}") from None
+        try:
             slot = stack.enter_context(machine_slot())
-        except Exception as e:
-            _leave(f"it cannot grade {lesson_name} here ({_brief(e)})")
+        except (OSError, SandboxUnavailable) as e:   # this machine's: it grades nothing more
+            _leave(f"it cannot take a sandbox slot ({_brief(e)})")
         result = grade_one(reference.lesson, reference, student, data, notes, limits, slot)
     if changed := changed_since(mine):   # while it graded: that grade may mix two checkouts
         _leave(f"its checkout changed while it graded (a git pull?): {changed}; start its "
@@ -295,8 +317,9 @@ def sandbox_problem() -> str | None:
             pass
     except (OSError, SandboxUnavailable) as e:
         return (f"this machine cannot take sandbox slots in {SLOT_LOCKS} ({_brief(e)}), so it does "
-                "not join the cluster: start the worker as root (sudo bash course.sh "
-                "grade-worker ...)")
+                "not join the cluster: " + (f"repair or remove {SLOT_LOCKS}" if os.geteuid() == 0
+                                            else "start the worker as root (sudo bash course.sh "
+                                                 "grade-worker ...)"))
     return None
 
 
@@ -356,8 +379,9 @@ async def _serve(scheduler: str, jobs: int, name: str, left: Path) -> int:
               f"check, or reaching the scheduler at {clean(scheduler)}): is this machine "
               "overloaded? Start it again", file=sys.stderr)
         return 2
-    except Exception as e:   # Dask's "failed to start", from the cause: its preload (the sandbox,
-        # rechecked), the scheduler gone meanwhile, the worker's process
+    except Exception as e:   # Dask's "failed to start", from the cause: the scheduler gone
+        # meanwhile, the worker's process (a failing preload is only logged: it joins, offering
+        # no course, and is given nothing)
         print(f"error: the grading worker did not start ({_brief(e.__cause__ or e)})",
               file=sys.stderr)
         return 2
@@ -586,13 +610,21 @@ def _gather(client, course: Course, lesson: Lesson, submissions: dict[str, Path]
             if future.status == "cancelled":   # the client lost the scheduler
                 raise CancelledError()
             try:   # bounded: a result lost while fetched waits in `pending` again, not here
-                value = future.result(timeout=GONE_SECONDS)
+                if future.status == "error":   # its task's own (KilledWorker, ReferenceFailed)
+                    error = future.exception(timeout=GONE_SECONDS)
+                    if isinstance(error, ReferenceFailed):
+                        raise BadInput(str(error))
+                    value = not_graded(lesson, student, notes_of[student], _why(error))
+                else:
+                    value = future.result(timeout=GONE_SECONDS)
             except TimeoutError:
                 continue
-            except Exception as e:   # its task's own error (KilledWorker), else the connection's
-                if future.status != "error":
-                    raise
-                value = not_graded(lesson, student, notes_of[student], _why(e))
+            except BadInput:
+                raise
+            except Exception:
+                if future.status == "error":   # it failed while fetched: the next round says why
+                    continue
+                raise
             results[student] = value
             future.release()   # collected: the worker need not keep it
             pending.discard(future)

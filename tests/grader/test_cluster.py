@@ -75,6 +75,7 @@ class Cluster:
     def __init__(self, tmp: Path, protocol: str = "tcp", settings: dict | None = None):
         """settings: Dask's (DASK_... variables) for the scheduler and every worker."""
         self.tmp, self.workers, self.logs, self.settings = tmp, {}, {}, settings or {}
+        self.runs: list[subprocess.Popen] = []   # grading runs started beside it, ended with it
         file = tmp / "scheduler.json"
         self.scheduler = subprocess.Popen(
             [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
@@ -136,7 +137,7 @@ class Cluster:
         self.workers[name].wait()
 
     def close(self) -> None:
-        for proc in [*self.workers.values(), self.scheduler]:
+        for proc in [*self.runs, *self.workers.values(), self.scheduler]:
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
@@ -214,6 +215,7 @@ def test_a_worker_killed_mid_run_leaves_every_submission_graded_once(setting):
     learners = {f"s{i}": submission(fx_scale=SLEEPY) for i in range(6)}
     folder = write_class(tmp / "sleepy", learners)
     run = grade(course, folder, tmp / "sleepy-out", grid.address, start_new_session=True)
+    grid.runs.append(run)
     with grid.client() as client:
         deadline, taken = time.monotonic() + 120, []
         while not taken and time.monotonic() < deadline:
@@ -242,6 +244,7 @@ def test_a_result_lost_with_its_worker_before_it_was_collected_is_graded_again(s
     learners = {f"s{i}": submission(fx_scale=SLEEPY) for i in range(3)}
     folder = write_class(tmp / "held", learners)
     run = grade(course, folder, tmp / "held-out", grid.address, start_new_session=True)
+    grid.runs.append(run)
     grid.wait_busy()
     os.kill(run.pid, signal.SIGSTOP)   # the caller collects nothing until SIGCONT
     try:
@@ -279,6 +282,7 @@ def test_the_scheduler_going_away_mid_run_is_one_line_and_writes_nothing(tmp_pat
         folder = write_class(tmp_path / "class",
                              {f"s{i}": submission(fx_scale=SLEEPY) for i in range(3)})
         run = grade(course, folder, tmp_path / "out", grid.address, start_new_session=True)
+        grid.runs.append(run)
         grid.wait_busy()
         os.killpg(grid.scheduler.pid, signal.SIGKILL)
         stdout, stderr = run.communicate(timeout=300)
@@ -330,6 +334,27 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(setting, case, tmp_path
     assert not (tmp_path / "out").exists()
     # the client's quiet logging was this run's only
     assert levels == {n: logging.getLogger(n).level for n in levels}
+
+
+def test_a_reference_run_that_fails_stops_the_run_as_locally_and_keeps_the_workers(
+        setting, tmp_path, capsys):
+    """The lesson's reference run fails (here: the caller's --cell-seconds is too short for it),
+    as it would on every worker: one line, exit 2, nothing written, as a local run says it; the
+    grading workers stay (a failing lesson is not a broken machine)."""
+    from course_utils.grader import gradefolder
+    tmp, course, grid = setting
+    folder = write_class(tmp_path / "class", {"ada": submission(), "bob": submission()})
+    argv = [LESSON, str(folder), "--course", str(course), "--cell-seconds", "0.001"]
+    code = gradefolder.main(argv + ["--out", str(tmp_path / "out"), "--cluster", grid.address])
+    remote = capsys.readouterr().err.splitlines()
+    local = gradefolder.main(argv + ["--out", str(tmp_path / "local")])
+    said = capsys.readouterr().err.splitlines()
+    assert code == local == 2, remote
+    expected = f"error: the reference run of {LESSON} failed, nothing graded: "
+    assert remote[-1].startswith(expected) and said[-1].startswith(expected), (remote, said)
+    assert "ran past the time limit" in remote[-1]
+    assert not (tmp_path / "out").exists()
+    assert all(grid.workers[n].poll() is None for n in ("a", "b"))
 
 
 @pytest.mark.parametrize("where", ["fetching a result", "sending a submission"])
@@ -395,6 +420,7 @@ def test_between_machines_tls_with_the_courses_certificates(tmp_path):
         folder = write_class(tmp_path / "class", {"ada": submission()})
         run = grade(course, folder, tmp_path / "out", grid.address, settings=settings,
                     start_new_session=True)   # before any worker: it waits for the first
+        grid.runs.append(run)
         grid.start("w", course)
         grid.wait_for("w")
         graded = subprocess.CompletedProcess(run.args, 0, *run.communicate(timeout=300))
@@ -529,6 +555,7 @@ def test_a_worker_whose_checkout_changed_leaves_and_its_submission_is_graded_els
         pulled = grid.wait_for("pulled")["pulled"]
         folder = write_class(tmp_path / "class", {"ada": submission(fx_scale=SLEEPY)})
         run = grade(caller, folder, tmp_path / "out", grid.address, start_new_session=True)
+        grid.runs.append(run)
         with grid.client() as client:   # until it grades (past the checks before grading)
             deadline = time.monotonic() + 120
             while not client.run(lambda dask_worker: len(dask_worker.state.executing),
