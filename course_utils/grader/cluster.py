@@ -45,8 +45,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
-from course_utils.grader.reports import BadInput, OneLineParser, at_least_one, clean
-from course_utils.grader.submission import grade_one, read_submission
+from course_utils.grader.reports import BadInput, OneLineParser, at_least_one, clean, one_line
+from course_utils.grader.submission import grade_one, read_submission, reference_failed
 
 if TYPE_CHECKING:
     from course_utils.grader.grade import Result
@@ -241,11 +241,6 @@ def _leave(why: str) -> NoReturn:
     raise Reschedule()
 
 
-def _brief(error: BaseException) -> str:
-    said = ' '.join(clean(error).split())[:300]
-    return f"{type(error).__name__}: {said}" if said else type(error).__name__
-
-
 class ReferenceFailed(RuntimeError):
     """The lesson's reference run failed on a worker (as it would on every one): the caller
     stops, nothing graded, as a local run does."""
@@ -285,12 +280,11 @@ def grade_remote(expected: str, lesson_name: str, student: str, data: bytes, not
         except ReferenceOverloaded:   # this machine's doing: the caller's row says grade again
             raise
         except RuntimeError as e:   # the lesson's (every worker's): the caller stops, as locally
-            raise ReferenceFailed(f"the reference run of {lesson_name} failed, nothing graded: "
-                                  f"{' '.join(clean(e).split())[:600]}") from None
+            raise ReferenceFailed(reference_failed(lesson_name, e)) from None
         try:
             slot = stack.enter_context(machine_slot())
         except (OSError, SandboxUnavailable) as e:   # this machine's: it grades nothing more
-            _leave(f"it cannot take a sandbox slot ({_brief(e)})")
+            _leave(f"it cannot take a sandbox slot ({one_line(e)})")
         result = grade_one(reference.lesson, reference, student, data, notes, limits, slot)
     if changed := changed_since(mine):   # while it graded: that grade may mix two checkouts
         _leave(f"its checkout changed while it graded (a git pull?): {changed}; start its "
@@ -316,10 +310,10 @@ def sandbox_problem() -> str | None:
         with machine_slot():
             pass
     except (OSError, SandboxUnavailable) as e:
-        return (f"this machine cannot take sandbox slots in {SLOT_LOCKS} ({_brief(e)}), so it does "
-                "not join the cluster: " + (f"repair or remove {SLOT_LOCKS}" if os.geteuid() == 0
-                                            else "start the worker as root (sudo bash course.sh "
-                                                 "grade-worker ...)"))
+        fix = (f"repair or remove {SLOT_LOCKS}" if os.geteuid() == 0
+               else "start the worker as root (sudo bash course.sh grade-worker ...)")
+        return (f"this machine cannot take sandbox slots in {SLOT_LOCKS} ({one_line(e)}), so it "
+                f"does not join the cluster: {fix}")
     return None
 
 
@@ -353,7 +347,7 @@ async def _reach(scheduler: str) -> str | None:
 def unreachable(address: str, error: BaseException) -> str:
     """Why the scheduler at address could not be reached, and what to do, in a line."""
     from distributed.comm.core import FatalCommClosedError
-    why = f"{type(error).__name__}: {' '.join(clean(error).split())[:200]}"
+    why = one_line(error, 200)
     if address.startswith("tls://") and isinstance(error, FatalCommClosedError):
         return (f"no TLS connection to the Dask scheduler at {clean(address)} ({why}): this "
                 "machine's certificate must be signed by the CA the cluster's certificates are")
@@ -382,7 +376,7 @@ async def _serve(scheduler: str, jobs: int, name: str, left: Path) -> int:
     except Exception as e:   # Dask's "failed to start", from the cause: the scheduler gone
         # meanwhile, the worker's process (a failing preload is only logged: it joins, offering
         # no course, and is given nothing)
-        print(f"error: the grading worker did not start ({_brief(e.__cause__ or e)})",
+        print(f"error: the grading worker did not start ({one_line(e.__cause__ or e)})",
               file=sys.stderr)
         return 2
     print(f"grading worker {name} joined {clean(scheduler)}, {jobs} at a time: course "
@@ -539,10 +533,9 @@ def not_graded(lesson: Lesson, student: str, notes: list[str], why: str) -> Resu
 
 def _why(error: BaseException) -> str:
     from distributed import KilledWorker
-    name = type(error).__name__
     if isinstance(error, KilledWorker):   # Dask's allowed-failures: a worker leaving counts too
         return "the grading workers that took it died or left too often (Dask's allowed-failures)"
-    return f"the worker failed ({name}: {' '.join(clean(error).split())[:300]})"
+    return f"the worker failed ({one_line(error, 300)})"
 
 
 def grade_on_cluster(address: str, lesson: Lesson, source: Path, course_root: Path,
@@ -573,7 +566,7 @@ def grade_on_cluster(address: str, lesson: Lesson, source: Path, course_root: Pa
             if client.status == "running" and not isinstance(
                     e, (OSError, CancelledError, ClosedClientError)):
                 raise
-            raise SchedulerGone(address, f" ({_brief(e)[:200]})") from None
+            raise SchedulerGone(address, f" ({one_line(e)[:200]})") from None
         finally:
             try:
                 client.close(timeout=CONNECT_SECONDS)

@@ -31,9 +31,9 @@ from typing import TYPE_CHECKING
 
 from course_utils.grader.lessonfile import Lesson, load_lesson
 from course_utils.grader.reports import (EXIT_BAD_INPUT, BadInput, OneLineParser, at_least_one,
-                                         check_out, clean, clean_name, shown, write_reports,
-                                         written_note)
-from course_utils.grader.submission import grade_one, read_submission
+                                         check_out, clean, clean_name, one_line, shown,
+                                         write_reports, written_note)
+from course_utils.grader.submission import grade_one, read_submission, reference_failed
 from course_utils.grader.capabilities import SandboxUnavailable
 from course_utils.grader.grade import ReferenceOverloaded
 from course_utils.grader.rootworker import check_sandbox
@@ -105,16 +105,11 @@ def read_lesson(source: Path) -> Lesson:
     try:
         lesson = load_lesson(source)
     except Exception as e:  # not a notebook, not an nbgrader source: bad input, said in one line
-        raise BadInput(f"cannot read the lesson {shown(source)}: {_one_line(e)}") from None
+        raise BadInput(f"cannot read the lesson {shown(source)}: {one_line(e)}") from None
     if not lesson.tests:
         raise BadInput(f"{shown(source)} has no test cells (nbgrader's autograder tests): "
                        "nothing to grade")
     return lesson
-
-
-def _one_line(error: BaseException) -> str:
-    text = " ".join(clean(error).split())
-    return f"{type(error).__name__}: {text[:600]}" if text else type(error).__name__
 
 
 # ---------------------------------------------------------------------------------------------
@@ -159,10 +154,9 @@ def grade_submissions(lesson: Lesson, submissions: dict[str, Path], jobs: int,
     try:
         reference = Reference(lesson, limits)
     except ReferenceOverloaded as e:   # the machine's doing: nothing graded, grade again (exit 3)
-        raise ReferenceOverloaded(_one_line(e)) from None
+        raise ReferenceOverloaded(one_line(e)) from None
     except RuntimeError as e:
-        raise BadInput(f"the reference run of {lesson.name} failed, nothing graded: "
-                       f"{' '.join(clean(e).split())}") from None
+        raise BadInput(reference_failed(lesson.name, e)) from None
     try:
         def one(item):
             slot, (student, path) = item

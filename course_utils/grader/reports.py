@@ -328,6 +328,12 @@ def write_new(path: Path, write) -> Path:
     return tmp
 
 
+def one_line(error: BaseException, limit: int = 600) -> str:
+    """An error as the commands say it: its type and its text, cleaned, on one line."""
+    text = " ".join(clean(error).split())[:limit]
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
+
+
 # ---------------------------------------------------------------------------------------------
 # The commands' arguments
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from course_utils.grader.lessonfile import MAX_SUBMISSION_BYTES, Lesson, read_answers, read_written
+from course_utils.grader.reports import clean
 from course_utils.grader.review import review
 
 if TYPE_CHECKING:
@@ -20,6 +21,12 @@ def grade_answers(*args, **kwargs) -> Result:
     place)."""
     from course_utils.grader.grade import grade_answers
     return grade_answers(*args, **kwargs)
+
+
+def reference_failed(lesson_name: str, error: BaseException) -> str:
+    """What a grading run says when the lesson's reference run fails (here or on a worker)."""
+    return (f"the reference run of {lesson_name} failed, nothing graded: "
+            f"{' '.join(clean(error).split())}")
 
 
 def read_submission(path: Path) -> tuple[bytes, list[str]]:

@@ -271,3 +271,9 @@ def live(html: str) -> list[str]:
                        for a in ("href", "src", "action"))):
             found.append(str(e)[:80])
     return found
+
+
+def test_an_error_is_said_in_one_line_with_its_type():
+    assert reports.one_line(ValueError("two\n  lines\x1b[31m")) == "ValueError: two lines\\x1b[31m"
+    assert reports.one_line(TimeoutError()) == "TimeoutError"
+    assert reports.one_line(ValueError("x" * 50), 10) == "ValueError: " + "x" * 10
