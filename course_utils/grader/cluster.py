@@ -646,8 +646,8 @@ def _gather(client, course: Course, lesson: Lesson, submissions: dict[str, Path]
 
 def _grading_workers_of(client, course: Course) -> bool:
     try:
-        return any(RESOURCE + course.version in w.get("resources", {})
-                   for w in client.scheduler_info(n_workers=-1)["workers"].values())
+        return any(RESOURCE + course.version in w["resources"]
+                   for w in _grading_workers(client).values())
     except Exception:   # asked while the connection drops: the next poll sees the status
         return True
 
